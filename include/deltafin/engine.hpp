@@ -1,0 +1,62 @@
+// The narrow engine API the CLI (and later a server) uses: an Engine is a loaded model with
+// its expert store and backend; a Session is one token timeline with its cache, which can be
+// extended and rewound. Callers never see tensors or kernels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace deltafin {
+
+struct EngineOptions {
+  std::string model_dir;
+  double cache_gb = 4.0;   // byte budget of the routed-expert cache
+  int threads = 0;         // 0: one per hardware thread
+  int64_t chunk = 64;      // positions per prefill pass
+};
+
+struct ModelSummary {
+  std::string architecture;     // e.g. "kimi_k2 (DeepSeek-V3)"
+  int64_t vocab_size = 0;
+  int64_t eos_token_id = -1;
+  uint64_t spine_bytes = 0;     // resident weights
+};
+
+struct EngineStats {
+  uint64_t expert_bytes_read = 0;
+  uint64_t expert_hits = 0;
+  uint64_t expert_misses = 0;
+  uint64_t peak_cache_bytes = 0;
+  uint64_t cache_budget_bytes = 0;
+  uint64_t passes = 0;
+  uint64_t positions = 0;
+  uint64_t expert_runs = 0;         // experts run (once per pass each)
+  uint64_t expert_selections = 0;   // routed selections (positions x layers x top-k)
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+  // Appends tokens (in passes of at most `chunk` positions). Returns logits [n, vocab] of every
+  // appended position when all_logits, else [vocab] of the last one.
+  virtual std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) = 0;
+  virtual int64_t position() const = 0;
+  // Forgets positions >= pos (pos <= position()).
+  virtual void rewind(int64_t pos) = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Loads config, index and spine; throws deltafin::Error with a one-line message on bad input.
+  static std::unique_ptr<Engine> open(const EngineOptions& options);
+
+  virtual const ModelSummary& summary() const = 0;
+  virtual std::unique_ptr<Session> new_session() = 0;
+  virtual EngineStats stats() const = 0;
+};
+
+}  // namespace deltafin

@@ -1,0 +1,227 @@
+// Fast dequantizing matmul for the CPU backend (Highway, static dispatch for the build's -march).
+//
+// Batch invariance: every y[t, r] is computed by one fixed recipe that depends only on W.cols —
+// two vector accumulators fed alternate full vectors of k, any last full vector into the first,
+// their sum reduced across lanes, then the scalar tail k in index order (std::fma). Tiles of
+// several rows and positions only share loads; they never change that recipe, so the result is
+// bit-identical whatever n_pos, the strides or the row range are.
+#include <algorithm>
+#include <cmath>
+
+#include <hwy/highway.h>
+
+#include "cpu/matmul.hpp"
+
+namespace deltafin::cpu {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// One row of W, decoded on the fly: vec(k) gives columns [k, k + lanes), at(k) column k.
+struct RowF32 {
+  const float* w;
+  VF vec(DF df, int64_t k) const { return hn::LoadU(df, w + k); }
+  float at(int64_t k) const { return w[k]; }
+};
+
+struct RowBF16 {
+  const uint16_t* w;
+  VF vec(DF df, int64_t k) const {
+    const hn::Rebind<uint16_t, DF> du16;
+    const hn::Rebind<uint32_t, DF> du32;
+    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, w + k))));
+  }
+  float at(int64_t k) const { return bf16_to_f32(w[k]); }
+};
+
+struct RowF16 {
+  const uint16_t* w;
+  VF vec(DF df, int64_t k) const {
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    return hn::PromoteTo(df, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(w + k)));
+  }
+  float at(int64_t k) const { return f16_to_f32(w[k]); }
+};
+
+// fp8 e4m3 -> fp32 via fp16 (a vector never straddles a 128-column scale block: k is a multiple of
+// the lane count, which divides 128): the bits (sign << 8) | ((code & 0x7f) << 7) are an fp16 whose value
+// is the e4m3 value / 256 (subnormals included), so the hardware fp16 conversion decodes it
+// exactly; the 256 is folded into the block scale (exact: a power of two). Codes 0x7f/0xff get
+// an all-ones fp16 exponent, i.e. NaN.
+struct RowFp8 {
+  const uint8_t* w;
+  const float* scales;  // this row's block-row of W.scales: [ceil(cols/128)]
+  const float* table;   // fp8 code -> fp32, for the scalar tail
+
+  VF vec(DF df, int64_t k) const {
+    const hn::Rebind<uint8_t, DF> du8;
+    const hn::Rebind<uint16_t, DF> du16;
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    const auto code = hn::PromoteTo(du16, hn::LoadU(du8, w + k));
+    const auto magnitude = hn::And(code, hn::Set(du16, 0x7f));
+    const auto is_nan = hn::VecFromMask(du16, hn::Eq(magnitude, hn::Set(du16, 0x7f)));
+    auto bits = hn::Or(hn::ShiftLeft<8>(hn::And(code, hn::Set(du16, 0x80))), hn::ShiftLeft<7>(magnitude));
+    bits = hn::Or(bits, hn::And(is_nan, hn::Set(du16, 0x7c00)));
+    const VF value = hn::PromoteTo(df, hn::BitCast(df16, bits));
+    return hn::Mul(value, hn::Set(df, scales[k >> 7] * 256.0f));
+  }
+  float at(int64_t k) const { return table[w[k]] * scales[k >> 7]; }
+};
+
+const float* fp8_table() {
+  static const auto table = [] {
+    struct Table { float v[256]; } t{};
+    for (int code = 0; code < 256; ++code) t.v[code] = fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+    return t;
+  }();
+  return table.v;
+}
+
+// Row access per format.
+struct LayoutF32 {
+  const WeightView& wv;
+  RowF32 row(int64_t r) const { return {static_cast<const float*>(wv.data) + r * wv.cols}; }
+};
+struct LayoutBF16 {
+  const WeightView& wv;
+  RowBF16 row(int64_t r) const { return {static_cast<const uint16_t*>(wv.data) + r * wv.cols}; }
+};
+struct LayoutF16 {
+  const WeightView& wv;
+  RowF16 row(int64_t r) const { return {static_cast<const uint16_t*>(wv.data) + r * wv.cols}; }
+};
+struct LayoutFp8 {
+  const WeightView& wv;
+  const float* table = fp8_table();
+  RowFp8 row(int64_t r) const {
+    const auto* data = static_cast<const uint8_t*>(wv.data);
+    return {data + r * wv.cols, wv.scales + (r >> 7) * wv.scale_cols(), table};
+  }
+};
+
+// y[p][i] = dot(row r0 + i, x_p) for an R x P tile, by the one recipe described at the top.
+template <int R, int P, class Layout>
+HWY_INLINE void dot_tile(const Layout& layout, int64_t r0, const float* const (&xs)[P], int64_t cols,
+                         float* const (&ys)[P]) {
+  const DF df;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  decltype(layout.row(0)) rows[R];
+  HWY_UNROLL(4) for (int i = 0; i < R; ++i) rows[i] = layout.row(r0 + i);
+
+  VF acc0[R][P], acc1[R][P];
+  HWY_UNROLL(4) for (int i = 0; i < R; ++i) {
+    HWY_UNROLL(4) for (int p = 0; p < P; ++p) acc0[i][p] = acc1[i][p] = hn::Zero(df);
+  }
+
+  int64_t k = 0;
+  for (; k + 2 * n <= cols; k += 2 * n) {
+    VF x0[P], x1[P];
+    HWY_UNROLL(4) for (int p = 0; p < P; ++p) {
+      x0[p] = hn::LoadU(df, xs[p] + k);
+      x1[p] = hn::LoadU(df, xs[p] + k + n);
+    }
+    HWY_UNROLL(4) for (int i = 0; i < R; ++i) {
+      const VF w0 = rows[i].vec(df, k);
+      const VF w1 = rows[i].vec(df, k + n);
+      HWY_UNROLL(4) for (int p = 0; p < P; ++p) {
+        acc0[i][p] = hn::MulAdd(w0, x0[p], acc0[i][p]);
+        acc1[i][p] = hn::MulAdd(w1, x1[p], acc1[i][p]);
+      }
+    }
+  }
+  if (k + n <= cols) {
+    HWY_UNROLL(4) for (int i = 0; i < R; ++i) {
+      const VF w0 = rows[i].vec(df, k);
+      HWY_UNROLL(4) for (int p = 0; p < P; ++p) {
+        acc0[i][p] = hn::MulAdd(w0, hn::LoadU(df, xs[p] + k), acc0[i][p]);
+      }
+    }
+    k += n;
+  }
+
+  HWY_UNROLL(4) for (int i = 0; i < R; ++i) {
+    HWY_UNROLL(4) for (int p = 0; p < P; ++p) {
+      float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0[i][p], acc1[i][p])));
+      for (int64_t j = k; j < cols; ++j) sum = std::fma(rows[i].at(j), xs[p][j], sum);
+      ys[p][r0 + i] = sum;
+    }
+  }
+}
+
+// Rows [row_begin, row_end) for positions [t0, t0 + P): tiles of R rows, then single rows.
+template <int R, int P, class Layout>
+void tile_rows(const Layout& layout, const float* x, int64_t x_stride, int64_t t0, float* y, int64_t y_stride,
+               int64_t row_begin, int64_t row_end) {
+  const float* xs[P];
+  float* ys[P];
+  for (int p = 0; p < P; ++p) {
+    xs[p] = x + (t0 + p) * x_stride;
+    ys[p] = y + (t0 + p) * y_stride;
+  }
+  const int64_t cols = layout.wv.cols;
+  int64_t r = row_begin;
+  for (; r + R <= row_end; r += R) dot_tile<R, P>(layout, r, xs, cols, ys);
+  for (; r < row_end; ++r) dot_tile<1, P>(layout, r, xs, cols, ys);
+}
+
+// Walks row blocks small enough to stay in cache while every group of positions passes over them:
+// groups of 4 positions (one row at a time), then a tail group of 3, 2 (two rows) or 1 (four rows).
+template <class Layout>
+void matmul_layout(const Layout& layout, int64_t row_bytes, const float* x, int64_t x_stride, int64_t n_pos,
+                   float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  constexpr int64_t kBlockBytes = 128 * 1024;
+  const int64_t block_rows = n_pos <= 1 ? row_end - row_begin : std::max<int64_t>(4, kBlockBytes / row_bytes);
+  for (int64_t rb = row_begin; rb < row_end; rb += block_rows) {
+    const int64_t re = std::min(row_end, rb + block_rows);
+    int64_t t = 0;
+    for (; t + 4 <= n_pos; t += 4) tile_rows<1, 4>(layout, x, x_stride, t, y, y_stride, rb, re);
+    switch (n_pos - t) {
+      case 3: tile_rows<1, 3>(layout, x, x_stride, t, y, y_stride, rb, re); break;
+      case 2: tile_rows<2, 2>(layout, x, x_stride, t, y, y_stride, rb, re); break;
+      case 1: tile_rows<4, 1>(layout, x, x_stride, t, y, y_stride, rb, re); break;
+      default: break;
+    }
+  }
+}
+
+template <class Layout>
+void dequantize_layout(const Layout& layout, int64_t r, float* out) {
+  const DF df;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const auto row = layout.row(r);
+  const int64_t cols = layout.wv.cols;
+  int64_t k = 0;
+  for (; k + n <= cols; k += n) hn::StoreU(row.vec(df, k), df, out + k);
+  for (; k < cols; ++k) out[k] = row.at(k);
+}
+
+}  // namespace
+
+void matmul_rows(const WeightView& w, const float* x, int64_t x_stride, int64_t n_pos, float* y,
+                 int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  if (n_pos <= 0 || row_begin >= row_end) return;
+  const int64_t cols = std::max<int64_t>(w.cols, 1);
+  switch (w.format) {
+    case WeightFormat::F32:
+      return matmul_layout(LayoutF32{w}, 4 * cols, x, x_stride, n_pos, y, y_stride, row_begin, row_end);
+    case WeightFormat::F16:
+      return matmul_layout(LayoutF16{w}, 2 * cols, x, x_stride, n_pos, y, y_stride, row_begin, row_end);
+    case WeightFormat::BF16:
+      return matmul_layout(LayoutBF16{w}, 2 * cols, x, x_stride, n_pos, y, y_stride, row_begin, row_end);
+    case WeightFormat::F8_E4M3_BLOCK128:
+      return matmul_layout(LayoutFp8{w}, cols, x, x_stride, n_pos, y, y_stride, row_begin, row_end);
+  }
+}
+
+void dequantize_row(const WeightView& w, int64_t r, float* out) {
+  switch (w.format) {
+    case WeightFormat::F32: return dequantize_layout(LayoutF32{w}, r, out);
+    case WeightFormat::F16: return dequantize_layout(LayoutF16{w}, r, out);
+    case WeightFormat::BF16: return dequantize_layout(LayoutBF16{w}, r, out);
+    case WeightFormat::F8_E4M3_BLOCK128: return dequantize_layout(LayoutFp8{w}, r, out);
+  }
+}
+
+}  // namespace deltafin::cpu

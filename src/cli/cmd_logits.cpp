@@ -1,0 +1,30 @@
+// `deltafin logits -m DIR --tokens 1,17,300 --out FILE.npy`: float32 logits [T, vocab] of every
+// position, in one prefill (in passes of --chunk positions).
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "util/npy.hpp"
+
+namespace deltafin::cli {
+
+Command register_logits(CLI::App& app) {
+  struct Flags {
+    EngineOptions engine;
+    std::string tokens, out;
+  };
+  auto flags = std::make_shared<Flags>();
+  CLI::App* sub = app.add_subcommand("logits", "Write the logits of every position to a .npy file");
+  add_engine_flags(*sub, flags->engine);
+  sub->add_option("--tokens", flags->tokens, "Comma-separated token ids")->required();
+  sub->add_option("--out", flags->out, "Output .npy file (float32, shape [T, vocab])")->required();
+  return {sub, [flags] {
+            const std::vector<int32_t> ids = parse_token_list(flags->tokens, "--tokens");
+            auto engine = Engine::open(flags->engine);
+            auto session = engine->new_session();
+            const std::vector<float> logits = session->append(ids, true);
+            write_npy_f32(flags->out, {static_cast<int64_t>(ids.size()), engine->summary().vocab_size}, logits.data());
+            return 0;
+          }};
+}
+
+}  // namespace deltafin::cli

@@ -1,0 +1,36 @@
+// Subcommands of the deltafin binary. Each registers its flags on the CLI11 app and returns
+// the function that runs it; errors escape as deltafin::Error and are printed by main().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <deltafin/engine.hpp>
+
+namespace deltafin::cli {
+
+// A registered subcommand: its CLI11 node and the function that runs it once parsed.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+// Flags every model-running command shares: -m, --cache-gb, --threads, --chunk.
+void add_engine_flags(CLI::App& app, EngineOptions& options);
+
+// Parses "1,17,300" into ids; throws deltafin::Error naming the flag on bad input.
+std::vector<int32_t> parse_token_list(const std::string& text, const char* flag);
+
+// Prints the --stats receipt to stderr.
+void print_receipt(const Engine& engine, double prefill_seconds, int64_t prefill_tokens, double decode_seconds,
+                   int64_t decode_tokens, const std::vector<int32_t>& generated);
+
+Command register_logits(CLI::App& app);
+Command register_run(CLI::App& app);
+Command register_inspect(CLI::App& app);
+
+}  // namespace deltafin::cli

@@ -1,0 +1,29 @@
+// deltafin: run giant MoE models with experts streamed from SSD. Entry point and dispatch.
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "util/error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace deltafin;
+  CLI::App app{"deltafin: runs giant Mixture-of-Experts models with experts streamed from SSD"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "deltafin 0.1.0");
+  const cli::Command commands[] = {cli::register_run(app), cli::register_logits(app), cli::register_inspect(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (const cli::Command& command : commands)
+      if (command.app->parsed()) return command.run();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "deltafin: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "deltafin: out of memory (try a smaller --cache-gb)\n");
+    return 1;
+  }
+  return 1;
+}

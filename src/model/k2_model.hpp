@@ -1,0 +1,82 @@
+// The Kimi K2 family / DeepSeek-V3 architecture: MLA attention (q-LoRA or direct q_proj, YaRN
+// RoPE on the interleaved layout, absorbed attention over a latent cache), dense first layers,
+// then MoE layers (sigmoid router with correction bias, group-limited top-k, shared experts).
+// Only the spine is resident; routed experts come from the ExpertStore for every pass.
+//
+// forward() runs a chunk of consecutive positions in one pass: every op is batch-invariant and
+// routed-expert outputs are summed per position in ascending expert order, so a chunk gives
+// bit-identical results to running its positions one at a time. Each expert in the union of a
+// chunk's selections is acquired once and run once over all positions that chose it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "io/expert_store.hpp"
+#include "model/kv_cache.hpp"
+#include "model/rope.hpp"
+#include "model/spine.hpp"
+#include "weights/weight_index.hpp"
+
+namespace deltafin {
+
+struct PassStats {
+  uint64_t passes = 0;
+  uint64_t positions = 0;
+  uint64_t expert_runs = 0;        // (layer, expert) pairs run, each once per pass
+  uint64_t expert_selections = 0;  // (position, layer, slot) selections
+};
+
+// Called with the residual stream [n, hidden] entering layer `layer` (layer == num_layers: the
+// final normed output), for tests that compare against a reference layer by layer.
+using LayerObserver = std::function<void(int64_t layer, const float* hidden, int64_t n)>;
+
+class K2Model {
+ public:
+  K2Model(const WeightIndex& index, Backend& backend, ExpertStore& experts);
+
+  const ModelConfig& config() const { return config_; }
+  uint64_t spine_bytes() const { return spine_bytes_; }
+  const PassStats& stats() const { return stats_; }
+  LatentKvCache new_cache() const;
+
+  // Runs tokens [n] at positions [start, start + n) against `cache` (which must hold [0, start)).
+  // logits: [n, vocab] when all_logits, else [1, vocab] for the last position.
+  void forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, int64_t start, float* logits,
+               bool all_logits, const LayerObserver& observer = {});
+
+ private:
+  struct Mlp {
+    SpineMatrix gate, up, down;
+  };
+  struct Layer {
+    std::vector<float> input_norm, post_attention_norm;
+    SpineMatrix q_a, q_b, q_proj, kv_a, kv_b, o_proj;
+    std::vector<float> q_a_norm, kv_a_norm;
+    bool moe = false;
+    Mlp mlp;     // dense layers
+    Mlp shared;  // MoE layers with shared experts
+    SpineMatrix router;
+    std::vector<float> router_bias;
+  };
+
+  void attention(int64_t layer, LatentKvCache& cache, const float* normed, int64_t n, int64_t start, float* out);
+  void dense_mlp(const Mlp& mlp, const float* normed, int64_t n, float* out);
+  void moe(int64_t layer, const float* normed, int64_t n, float* out);
+  SpineMatrix load(const std::string& name, int64_t rows, int64_t cols);
+
+  const ModelConfig& config_;
+  const WeightIndex& index_;
+  Backend& backend_;
+  ExpertStore& experts_;
+  Rope rope_;
+  uint64_t spine_bytes_ = 0;
+  SpineMatrix embed_, lm_head_;
+  std::vector<float> final_norm_;
+  std::vector<Layer> layers_;
+  PassStats stats_;
+};
+
+}  // namespace deltafin

@@ -1,0 +1,20 @@
+// NumPy .npy files (version 1.0, little-endian float32, C order): written by `deltafin logits`,
+// read by the golden tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deltafin {
+
+struct NpyArray {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+// Writes to a temporary name and renames it into place.
+void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data);
+NpyArray read_npy_f32(const std::string& path);
+
+}  // namespace deltafin

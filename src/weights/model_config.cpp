@@ -1,0 +1,261 @@
+// Parsing and validation of config.json (see model_config.hpp).
+#include "weights/model_config.hpp"
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace deltafin {
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::object;
+
+class ConfigReader {
+ public:
+  ConfigReader(object obj, const std::string& path) : obj_(obj), path_(path) {}
+
+  bool has(const char* key) const {
+    element e;
+    return obj_[key].get(e) == simdjson::SUCCESS && !e.is_null();
+  }
+
+  int64_t integer(const char* key) const {
+    element e = required(key);
+    int64_t v;
+    if (e.get_int64().get(v) == simdjson::SUCCESS) return v;
+    double d;
+    if (e.get_double().get(d) == simdjson::SUCCESS && d == std::floor(d)) return static_cast<int64_t>(d);
+    fail("{}: field '{}' must be an integer", path_, key);
+  }
+  int64_t integer(const char* key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
+
+  float number(const char* key) const {
+    element e = required(key);
+    double d;
+    if (e.get_double().get(d) == simdjson::SUCCESS) return static_cast<float>(d);
+    int64_t i;
+    if (e.get_int64().get(i) == simdjson::SUCCESS) return static_cast<float>(i);
+    fail("{}: field '{}' must be a number", path_, key);
+  }
+  float number(const char* key, float fallback) const { return has(key) ? number(key) : fallback; }
+
+  bool boolean(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    bool b;
+    if (required(key).get_bool().get(b) != simdjson::SUCCESS) fail("{}: field '{}' must be true or false", path_, key);
+    return b;
+  }
+
+  std::string string(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    std::string_view s;
+    if (required(key).get_string().get(s) != simdjson::SUCCESS) fail("{}: field '{}' must be a string", path_, key);
+    return std::string(s);
+  }
+
+  // The first id when the field is a list (eos_token_id may be one).
+  int64_t token_id(const char* key) const {
+    if (!has(key)) return -1;
+    element e = required(key);
+    simdjson::dom::array arr;
+    if (e.get_array().get(arr) == simdjson::SUCCESS) {
+      for (element item : arr) {
+        int64_t v;
+        if (item.get_int64().get(v) == simdjson::SUCCESS) return v;
+      }
+      return -1;
+    }
+    return integer(key);
+  }
+
+  bool child(const char* key, object& out) const {
+    element e;
+    if (obj_[key].get(e) != simdjson::SUCCESS || e.is_null()) return false;
+    if (e.get_object().get(out) != simdjson::SUCCESS) fail("{}: field '{}' must be an object", path_, key);
+    return true;
+  }
+
+ private:
+  element required(const char* key) const {
+    element e;
+    if (obj_[key].get(e) != simdjson::SUCCESS || e.is_null()) fail("{}: missing field '{}'", path_, key);
+    return e;
+  }
+
+  object obj_;
+  const std::string& path_;
+};
+
+RopeConfig read_rope(const ConfigReader& cfg, const std::string& path) {
+  RopeConfig rope;
+  object params;
+  const bool v5 = cfg.child("rope_parameters", params);
+  if (!v5 && !cfg.child("rope_scaling", params)) {
+    rope.theta = cfg.number("rope_theta", 10000.0f);
+    return rope;
+  }
+  ConfigReader p(params, path);
+  rope.theta = v5 ? p.number("rope_theta", cfg.number("rope_theta", 10000.0f)) : cfg.number("rope_theta", 10000.0f);
+  const std::string type = p.string("rope_type", p.string("type", "default"));
+  if (type == "default") return rope;
+  if (type != "yarn") fail("{}: rope type '{}' is not supported (expected 'yarn' or 'default')", path, type);
+  rope.yarn = true;
+  rope.factor = p.number("factor");
+  rope.original_max_position_embeddings = p.integer("original_max_position_embeddings");
+  rope.beta_fast = p.number("beta_fast", 32.0f);
+  rope.beta_slow = p.number("beta_slow", 1.0f);
+  rope.mscale = p.number("mscale", 0.0f);
+  rope.mscale_all_dim = p.number("mscale_all_dim", 0.0f);
+  return rope;
+}
+
+void check_positive(const ModelConfig& c, const char* name, int64_t value) {
+  if (value <= 0) fail("{}: field '{}' must be positive (got {})", c.path, name, value);
+}
+
+void validate(const ModelConfig& c) {
+  check_positive(c, "vocab_size", c.vocab_size);
+  check_positive(c, "hidden_size", c.hidden_size);
+  check_positive(c, "num_hidden_layers", c.num_hidden_layers);
+  check_positive(c, "num_attention_heads", c.num_attention_heads);
+  check_positive(c, "kv_lora_rank", c.kv_lora_rank);
+  check_positive(c, "qk_nope_head_dim", c.qk_nope_head_dim);
+  check_positive(c, "v_head_dim", c.v_head_dim);
+  if (c.qk_rope_head_dim <= 0 || c.qk_rope_head_dim % 2)
+    fail("{}: field 'qk_rope_head_dim' must be positive and even (got {})", c.path, c.qk_rope_head_dim);
+  if (c.first_k_dense_replace > 0 || c.n_routed_experts == 0) check_positive(c, "intermediate_size", c.intermediate_size);
+  if (c.moe_layer_freq <= 0) fail("{}: field 'moe_layer_freq' must be positive", c.path);
+  if (c.n_routed_experts > 0) {
+    check_positive(c, "moe_intermediate_size", c.moe_intermediate_size);
+    check_positive(c, "num_experts_per_tok", c.num_experts_per_tok);
+    if (c.num_experts_per_tok > c.n_routed_experts)
+      fail("{}: num_experts_per_tok {} exceeds n_routed_experts {}", c.path, c.num_experts_per_tok, c.n_routed_experts);
+    if (c.n_group <= 0 || c.n_routed_experts % c.n_group)
+      fail("{}: n_group {} must divide n_routed_experts {}", c.path, c.n_group, c.n_routed_experts);
+    if (c.topk_group <= 0 || c.topk_group > c.n_group)
+      fail("{}: topk_group {} must be in 1..n_group ({})", c.path, c.topk_group, c.n_group);
+    if (c.num_experts_per_tok > c.topk_group * (c.n_routed_experts / c.n_group))
+      fail("{}: top-{} cannot be chosen from {} groups of {} experts", c.path, c.num_experts_per_tok,
+           c.topk_group, c.n_routed_experts / c.n_group);
+    if (c.n_group > 1 && c.n_routed_experts / c.n_group < 2)
+      fail("{}: group-limited routing needs at least 2 experts per group", c.path);
+  }
+  if (!(c.rms_norm_eps > 0)) fail("{}: field 'rms_norm_eps' must be positive", c.path);
+  if (c.rope.yarn && (!(c.rope.factor >= 1.0f) || c.rope.original_max_position_embeddings <= 0))
+    fail("{}: yarn rope needs factor >= 1 and original_max_position_embeddings > 0", c.path);
+  if (!(c.rope.theta > 1.0f)) fail("{}: rope_theta must be > 1", c.path);
+}
+
+float yarn_mscale(float scale, float mscale) {
+  if (scale <= 1.0f) return 1.0f;
+  return 0.1f * mscale * std::log(scale) + 1.0f;
+}
+
+}  // namespace
+
+float ModelConfig::softmax_scale() const {
+  float scale = 1.0f / std::sqrt(static_cast<float>(qk_head_dim()));
+  if (rope.yarn && rope.mscale_all_dim != 0.0f) {
+    const float m = yarn_mscale(rope.factor, rope.mscale_all_dim);
+    scale *= m * m;
+  }
+  return scale;
+}
+
+float ModelConfig::rope_attention_factor() const {
+  if (!rope.yarn) return 1.0f;
+  if (rope.mscale != 0.0f && rope.mscale_all_dim != 0.0f)
+    return yarn_mscale(rope.factor, rope.mscale) / yarn_mscale(rope.factor, rope.mscale_all_dim);
+  return yarn_mscale(rope.factor, 1.0f);
+}
+
+ModelConfig parse_model_config(const std::string& json, const std::string& path) {
+  simdjson::dom::parser parser;
+  element root;
+  if (auto err = parser.parse(json).get(root)) fail("{}: broken JSON ({})", path, simdjson::error_message(err));
+  object top;
+  if (root.get_object().get(top) != simdjson::SUCCESS) fail("{}: top level must be a JSON object", path);
+
+  ModelConfig c;
+  c.path = path;
+  ConfigReader outer(top, path);
+  object text;
+  const bool nested = outer.child("text_config", text);
+  ConfigReader cfg(nested ? text : top, path);
+  if (nested) c.outer_model_type = outer.string("model_type", "");
+  c.model_type = cfg.string("model_type", "");
+  if (c.model_type != "deepseek_v3" && c.model_type != "kimi_k2")
+    fail("{}: model_type '{}' is not a Kimi K2-family model (expected deepseek_v3 or kimi_k2)", path, c.model_type);
+
+  c.vocab_size = cfg.integer("vocab_size");
+  c.hidden_size = cfg.integer("hidden_size");
+  c.num_hidden_layers = cfg.integer("num_hidden_layers");
+  c.num_attention_heads = cfg.integer("num_attention_heads");
+  c.q_lora_rank = cfg.integer("q_lora_rank", 0);
+  c.kv_lora_rank = cfg.integer("kv_lora_rank");
+  c.qk_nope_head_dim = cfg.integer("qk_nope_head_dim");
+  c.qk_rope_head_dim = cfg.integer("qk_rope_head_dim");
+  c.v_head_dim = cfg.integer("v_head_dim");
+  c.n_routed_experts = cfg.integer("n_routed_experts", 0);
+  c.intermediate_size = cfg.integer("intermediate_size", 0);
+  if (c.n_routed_experts > 0) {
+    c.moe_intermediate_size = cfg.integer("moe_intermediate_size");
+    c.num_experts_per_tok = cfg.integer("num_experts_per_tok");
+    c.n_shared_experts = cfg.integer("n_shared_experts", 0);
+    c.first_k_dense_replace = cfg.integer("first_k_dense_replace", 0);
+    c.moe_layer_freq = cfg.integer("moe_layer_freq", 1);
+    c.n_group = cfg.integer("n_group", 1);
+    c.topk_group = cfg.integer("topk_group", 1);
+    c.norm_topk_prob = cfg.boolean("norm_topk_prob", true);
+    c.routed_scaling_factor = cfg.number("routed_scaling_factor", 1.0f);
+    const std::string scoring = cfg.string("scoring_func", "sigmoid");
+    if (scoring != "sigmoid") fail("{}: scoring_func '{}' is not supported (expected sigmoid)", path, scoring);
+  }
+  const std::string act = cfg.string("hidden_act", "silu");
+  if (act != "silu") fail("{}: hidden_act '{}' is not supported (expected silu)", path, act);
+  c.rms_norm_eps = cfg.number("rms_norm_eps", 1e-6f);
+  c.max_position_embeddings = cfg.integer("max_position_embeddings", 4096);
+  c.tie_word_embeddings = cfg.boolean("tie_word_embeddings", false);
+  c.bos_token_id = cfg.token_id("bos_token_id");
+  c.eos_token_id = cfg.token_id("eos_token_id");
+  c.rope = read_rope(cfg, path);
+  if (cfg.boolean("rope_interleave", true) == false)
+    fail("{}: rope_interleave false is not supported (Kimi/DeepSeek checkpoints are interleaved)", path);
+
+  object quant;
+  if (cfg.child("quantization_config", quant) || outer.child("quantization_config", quant)) {
+    ConfigReader q(quant, path);
+    const std::string method = q.string("quant_method", "");
+    if (method == "fp8") {
+      c.fp8_block_quantized = true;
+      simdjson::dom::array block;
+      element e;
+      if (quant["weight_block_size"].get(e) == simdjson::SUCCESS && e.get_array().get(block) == simdjson::SUCCESS) {
+        for (element dim : block) {
+          int64_t v;
+          if (dim.get_int64().get(v) != simdjson::SUCCESS || v != 128)
+            fail("{}: fp8 weight_block_size must be [128, 128]", path);
+        }
+      }
+    } else {
+      fail("{}: quantization method '{}' is not supported", path, method);
+    }
+  }
+  validate(c);
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open (is this a model directory?)", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_model_config(text.str(), path);
+}
+
+}  // namespace deltafin

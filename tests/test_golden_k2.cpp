@@ -1,0 +1,87 @@
+// Golden tests: the engine against HF transformers (float32 logits and greedy `generate`),
+// fixtures made by tools/make_golden_k2.py on the GPU machine (see tests/fixtures/README.md).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/backend.hpp"
+#include "io/expert_store.hpp"
+#include "model/k2_model.hpp"
+#include "test_util.hpp"
+#include "util/npy.hpp"
+
+using namespace deltafin;
+
+namespace {
+
+// max_j |a[j] - ref[j]| / max_j |ref[j]| over one row of n values.
+double relative_error(const float* a, const float* ref, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    diff = std::max(diff, static_cast<double>(std::fabs(a[j] - ref[j])));
+    scale = std::max(scale, static_cast<double>(std::fabs(ref[j])));
+  }
+  return diff / scale;
+}
+
+void check_against_transformers(const std::string& name) {
+  const std::string dir = test::fixture(name);
+  const test::Golden golden = test::read_golden(dir);
+  const std::vector<int32_t> ids = golden.all();
+  const NpyArray ref_logits = read_npy_f32(dir + "/logits.npy");
+  const NpyArray ref_hidden = read_npy_f32(dir + "/hidden.npy");  // [layers + 1, T, hidden]
+
+  auto index = WeightIndex::open(dir);
+  auto backend = make_cpu_backend(2);
+  ExpertStore store(*index, 1 << 20);
+  K2Model model(*index, *backend, store);
+  const int64_t n = static_cast<int64_t>(ids.size()), vocab = model.config().vocab_size, h = model.config().hidden_size;
+  REQUIRE(ref_logits.shape == std::vector<int64_t>{n, vocab});
+  REQUIRE(ref_hidden.shape == std::vector<int64_t>{model.config().num_hidden_layers + 1, n, h});
+
+  LatentKvCache cache = model.new_cache();
+  std::vector<float> logits(n * vocab);
+  model.forward(cache, ids.data(), n, 0, logits.data(), true, [&](int64_t layer, const float* x, int64_t m) {
+    double worst = 0;
+    for (int64_t t = 0; t < m; ++t)
+      worst = std::max(worst, relative_error(x + t * h, ref_hidden.data.data() + (layer * n + t) * h, h));
+    INFO(name << ": hidden state entering layer " << layer << " (" << model.config().num_hidden_layers
+              << " = final norm), worst relative error " << worst);
+    CHECK(worst <= 1e-3);
+  });
+  for (int64_t t = 0; t < n; ++t) {
+    const double err = relative_error(logits.data() + t * vocab, ref_logits.data.data() + t * vocab, vocab);
+    INFO(name << ": position " << t << " max|logit - ref| / max|ref| = " << err);
+    CHECK(err <= 1e-3);
+  }
+}
+
+void check_greedy_cli(const std::string& name) {
+  const std::string dir = test::fixture(name);
+  const test::Golden golden = test::read_golden(dir);
+  const test::CommandResult r = test::run_deltafin("run -m " + dir + " --tokens " + test::join_ids(golden.prompt, ",") +
+                                                   " -n 24 --temp 0 --ids --ignore-eos --cache-gb 0.001");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output == test::join_ids(golden.generated, " ") + "\n");
+}
+
+}  // namespace
+
+TEST_CASE("K2-like model (q-LoRA, YaRN x32, 1 group, top-8 of 32, shared expert, bf16, 2 shards) matches transformers",
+          "[golden]") {
+  check_against_transformers("k2_tiny");
+  check_greedy_cli("k2_tiny");
+}
+
+TEST_CASE("DeepSeek-V3-like model (8 groups, top-4 groups, top-16 of 64, direct q_proj, 2 dense layers, f32+f16) matches transformers",
+          "[golden]") {
+  check_against_transformers("dsv3_tiny");
+  check_greedy_cli("dsv3_tiny");
+}
+
+TEST_CASE("K2-like model in DeepSeek block-fp8 (3 shards) matches transformers on the dequantized weights", "[golden]") {
+  check_against_transformers("k2_tiny_fp8");
+  check_greedy_cli("k2_tiny_fp8");
+}

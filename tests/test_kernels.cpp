@@ -1,0 +1,379 @@
+// CPU kernel tests: every fast kernel against its reference twin on random data, the element
+// decoders against their format definitions, batch invariance of matmul_rows (bit-exact across
+// n_pos, strides, row ranges and thread counts), and ThreadPool coverage.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "cpu/matmul.hpp"
+#include "cpu/thread_pool.hpp"
+#include "cpu/vec_ops.hpp"
+
+using namespace deltafin;
+using namespace deltafin::cpu;
+
+namespace {
+
+constexpr WeightFormat kFormats[] = {WeightFormat::F32, WeightFormat::F16, WeightFormat::BF16,
+                                     WeightFormat::F8_E4M3_BLOCK128};
+
+const char* format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::F32: return "F32";
+    case WeightFormat::F16: return "F16";
+    case WeightFormat::BF16: return "BF16";
+    case WeightFormat::F8_E4M3_BLOCK128: return "F8_E4M3_BLOCK128";
+  }
+  return "?";
+}
+
+// A random finite matrix in one format, owning its storage.
+struct TestMatrix {
+  WeightFormat format;
+  int64_t rows, cols;
+  std::vector<float> f32;
+  std::vector<uint16_t> u16;
+  std::vector<uint8_t> u8;
+  std::vector<float> scales;
+
+  WeightView view() const {
+    WeightView w;
+    w.format = format;
+    w.rows = rows;
+    w.cols = cols;
+    switch (format) {
+      case WeightFormat::F32: w.data = f32.data(); break;
+      case WeightFormat::F16:
+      case WeightFormat::BF16: w.data = u16.data(); break;
+      case WeightFormat::F8_E4M3_BLOCK128: w.data = u8.data(); w.scales = scales.data(); break;
+    }
+    return w;
+  }
+};
+
+TestMatrix random_matrix(WeightFormat format, int64_t rows, int64_t cols, std::mt19937& rng) {
+  TestMatrix m{format, rows, cols, {}, {}, {}, {}};
+  const auto n = static_cast<size_t>(rows * cols);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> bits16(0, 0xffff);
+  switch (format) {
+    case WeightFormat::F32:
+      for (size_t i = 0; i < n; ++i) m.f32.push_back(normal(rng));
+      break;
+    case WeightFormat::BF16:  // the top half of a normal fp32: always finite
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        const float v = normal(rng);
+        std::memcpy(&bits, &v, 4);
+        m.u16.push_back(static_cast<uint16_t>(bits >> 16));
+      }
+      break;
+    case WeightFormat::F16:  // any finite code, subnormals included
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t code;
+        do code = static_cast<uint16_t>(bits16(rng));
+        while (((code >> 10) & 0x1f) == 31);
+        m.u16.push_back(code);
+      }
+      break;
+    case WeightFormat::F8_E4M3_BLOCK128: {  // any non-NaN code, scales per 128x128 block
+      for (size_t i = 0; i < n; ++i) {
+        uint8_t code;
+        do code = static_cast<uint8_t>(bits16(rng) & 0xff);
+        while ((code & 0x7f) == 0x7f);
+        m.u8.push_back(code);
+      }
+      std::uniform_real_distribution<float> scale(1e-3f, 1e-1f);
+      const int64_t blocks = ((rows + 127) / 128) * ((cols + 127) / 128);
+      for (int64_t i = 0; i < blocks; ++i) m.scales.push_back(scale(rng));
+      break;
+    }
+  }
+  return m;
+}
+
+std::vector<float> random_vector(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& e : v) e = normal(rng);
+  return v;
+}
+
+// The largest |fast - ref| of a matmul, in units of sum_k |W[r,k] x[t,k]| (the scale of the
+// rounding error any summation order can make).
+double matmul_error(const WeightView& w, const float* x, int64_t x_stride, int64_t n_pos, const float* y_fast,
+                    const float* y_ref, int64_t y_stride) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  double worst = 0.0;
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w, r, row.data());
+    for (int64_t t = 0; t < n_pos; ++t) {
+      double magnitude = 1e-30;
+      for (int64_t k = 0; k < w.cols; ++k) magnitude += std::fabs(double{row[k]} * x[t * x_stride + k]);
+      const double diff = std::fabs(double{y_fast[t * y_stride + r]} - y_ref[t * y_stride + r]);
+      worst = std::max(worst, diff / magnitude);
+    }
+  }
+  return worst;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 and f16 decode known values", "[kernels]") {
+  CHECK(bf16_to_f32(0x3f80) == 1.0f);
+  CHECK(bf16_to_f32(0xc000) == -2.0f);
+  CHECK(bf16_to_f32(0x0000) == 0.0f);
+  CHECK(std::signbit(bf16_to_f32(0x8000)));
+  CHECK(bf16_to_f32(0x7f80) == INFINITY);
+  CHECK(std::isnan(bf16_to_f32(0x7fc0)));
+
+  CHECK(f16_to_f32(0x3c00) == 1.0f);
+  CHECK(f16_to_f32(0xc000) == -2.0f);
+  CHECK(f16_to_f32(0x3555) == 0x1.554p-2f);
+  CHECK(f16_to_f32(0x0001) == std::ldexp(1.0f, -24));
+  CHECK(f16_to_f32(0x03ff) == std::ldexp(1023.0f, -24));
+  CHECK(f16_to_f32(0x0400) == std::ldexp(1.0f, -14));
+  CHECK(f16_to_f32(0x7bff) == 65504.0f);
+  CHECK(f16_to_f32(0xfc00) == -INFINITY);
+  CHECK(std::isnan(f16_to_f32(0x7e00)));
+}
+
+TEST_CASE("fp8 e4m3 decode of all 256 codes", "[kernels]") {
+  for (int code = 0; code < 256; ++code) {
+    CAPTURE(code);
+    const int sign = code >> 7, exponent = (code >> 3) & 0xf, mantissa = code & 7;
+    const float got = fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+    if (exponent == 15 && mantissa == 7) {
+      CHECK(std::isnan(got));
+      continue;
+    }
+    const double magnitude = exponent == 0 ? std::pow(2.0, -6) * mantissa / 8.0
+                                           : std::pow(2.0, exponent - 7) * (1.0 + mantissa / 8.0);
+    CHECK(double{got} == (sign ? -magnitude : magnitude));
+    CHECK(std::signbit(got) == (sign == 1));
+  }
+  CHECK(fp8_e4m3_to_f32(0x7e) == 448.0f);
+  CHECK(fp8_e4m3_to_f32(0x01) == std::ldexp(1.0f, -9));
+}
+
+TEST_CASE("dequantize_row matches the scalar decoders for every code", "[kernels]") {
+  // 2 rows x 300 columns: every code (NaNs included) at several lane offsets, a partial third
+  // scale block and a scalar tail.
+  const int64_t rows = 2, cols = 300;
+  std::vector<uint8_t> fp8(rows * cols);
+  std::vector<uint16_t> half(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    fp8[i] = static_cast<uint8_t>((i * 7) & 0xff);
+    half[i] = static_cast<uint16_t>(i * 0x9e37);
+  }
+  const uint16_t special[] = {0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0xffff};
+  std::copy(std::begin(special), std::end(special), half.begin() + 3);
+  const std::vector<float> scales = {0.375f, 1.0f / 3.0f, 5.0f};  // [1, ceil(300/128)]
+  std::vector<float> out(cols);
+
+  WeightView w;
+  w.rows = rows;
+  w.cols = cols;
+  w.format = WeightFormat::F8_E4M3_BLOCK128;
+  w.data = fp8.data();
+  w.scales = scales.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(w, r, out.data());
+    for (int64_t k = 0; k < cols; ++k) {
+      const float want = fp8_e4m3_to_f32(fp8[r * cols + k]) * scales[k / 128];
+      CAPTURE(r, k, int{fp8[r * cols + k]});
+      if (std::isnan(want))
+        CHECK(std::isnan(out[k]));
+      else
+        CHECK(std::memcmp(&want, &out[k], 4) == 0);
+    }
+  }
+
+  for (WeightFormat f : {WeightFormat::F16, WeightFormat::BF16}) {
+    w.format = f;
+    w.data = half.data();
+    w.scales = nullptr;
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(w, r, out.data());
+      for (int64_t k = 0; k < cols; ++k) {
+        const uint16_t code = half[r * cols + k];
+        const float want = f == WeightFormat::F16 ? f16_to_f32(code) : bf16_to_f32(code);
+        CAPTURE(format_name(f), r, k, code);
+        if (std::isnan(want))
+          CHECK(std::isnan(out[k]));
+        else
+          CHECK(std::memcmp(&want, &out[k], 4) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul_rows matches matmul_rows_ref on every format and odd shapes", "[kernels]") {
+  std::mt19937 rng(1234);
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},   {1, 7},   {7, 1},   {7, 7},     {129, 300},
+                                                {300, 129}, {576, 576}, {1, 576}, {130, 16}, {5, 33}};
+  for (WeightFormat f : kFormats) {
+    for (auto [rows, cols] : shapes) {
+      const TestMatrix m = random_matrix(f, rows, cols, rng);
+      const WeightView w = m.view();
+      for (int64_t n_pos : {1, 2, 3, 4, 5, 9}) {
+        const int64_t x_stride = cols + 3, y_stride = rows + 1;
+        const auto x = random_vector(static_cast<size_t>(n_pos * x_stride), rng);
+        std::vector<float> y_fast(n_pos * y_stride, -1.0f), y_ref(n_pos * y_stride, -1.0f);
+        matmul_rows(w, x.data(), x_stride, n_pos, y_fast.data(), y_stride, 0, rows);
+        matmul_rows_ref(w, x.data(), x_stride, n_pos, y_ref.data(), y_stride, 0, rows);
+        CAPTURE(format_name(f), rows, cols, n_pos);
+        CHECK(matmul_error(w, x.data(), x_stride, n_pos, y_fast.data(), y_ref.data(), y_stride) < 1e-5);
+        for (int64_t t = 0; t < n_pos; ++t) CHECK(y_fast[t * y_stride + rows] == -1.0f);  // padding untouched
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul_rows is batch invariant (bit-exact)", "[kernels]") {
+  std::mt19937 rng(99);
+  const int64_t rows = 131, cols = 601, n_max = 9;  // cols: full chunks, a lone vector and a tail
+  for (WeightFormat f : kFormats) {
+    CAPTURE(format_name(f));
+    const TestMatrix m = random_matrix(f, rows, cols, rng);
+    const WeightView w = m.view();
+    const int64_t x_stride = cols + 5;
+    const auto x = random_vector(static_cast<size_t>(n_max * x_stride), rng);
+
+    // One position at a time: the recipe every other call must reproduce.
+    std::vector<float> single(n_max * rows);
+    for (int64_t t = 0; t < n_max; ++t)
+      matmul_rows(w, x.data() + t * x_stride, x_stride, 1, single.data() + t * rows, rows, 0, rows);
+
+    for (int64_t n_pos = 1; n_pos <= n_max; ++n_pos) {
+      CAPTURE(n_pos);
+      std::vector<float> batch(n_pos * rows);
+      matmul_rows(w, x.data(), x_stride, n_pos, batch.data(), rows, 0, rows);
+      CHECK(same_bits(batch, std::vector<float>(single.begin(), single.begin() + n_pos * rows)));
+    }
+
+    // Compact x (another stride), split row ranges, and a thread pool.
+    std::vector<float> x_compact(n_max * cols);
+    for (int64_t t = 0; t < n_max; ++t)
+      std::memcpy(&x_compact[t * cols], &x[t * x_stride], cols * sizeof(float));
+    std::vector<float> split(n_max * rows);
+    const int64_t bounds[] = {0, 1, 4, 67, 128, 129, rows};
+    for (size_t i = 0; i + 1 < std::size(bounds); ++i)
+      matmul_rows(w, x_compact.data(), cols, n_max, split.data(), rows, bounds[i], bounds[i + 1]);
+    CHECK(same_bits(split, single));
+
+    ThreadPool pool(3);
+    std::vector<float> threaded(n_max * rows);
+    pool.parallel_for(rows, [&](int64_t begin, int64_t end) {
+      matmul_rows(w, x.data(), x_stride, n_max, threaded.data(), rows, begin, end);
+    });
+    CHECK(same_bits(threaded, single));
+  }
+}
+
+TEST_CASE("vector ops match their reference twins", "[kernels]") {
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 7, 8, 31, 33, 129, 300, 576, 7168}) {
+    CAPTURE(n);
+    const auto a = random_vector(n, rng), b = random_vector(n, rng), weight = random_vector(n, rng);
+
+    double abs_sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) abs_sum += std::fabs(double{a[i]} * b[i]);
+    CHECK(std::fabs(double{dot(a.data(), b.data(), n)} - dot_ref(a.data(), b.data(), n)) <= 1e-5 * abs_sum);
+
+    std::vector<float> out(n), out_ref(n), in_place = a;
+    rmsnorm(a.data(), weight.data(), n, 1e-6f, out.data());
+    rmsnorm_ref(a.data(), weight.data(), n, 1e-6f, out_ref.data());
+    rmsnorm(in_place.data(), weight.data(), n, 1e-6f, in_place.data());
+    CHECK(same_bits(in_place, out));
+    for (int64_t i = 0; i < n; ++i) CHECK(out[i] == Approx(out_ref[i]).epsilon(1e-5).margin(1e-30));
+
+    std::vector<float> gate = a, gate_ref = a;
+    silu_mul(gate.data(), b.data(), n);
+    silu_mul_ref(gate_ref.data(), b.data(), n);
+    for (int64_t i = 0; i < n; ++i) CHECK(gate[i] == Approx(gate_ref[i]).epsilon(1e-6).margin(1e-30));
+
+    std::vector<float> y = b, y_ref = b;
+    axpy(0.37f, a.data(), y.data(), n);
+    axpy_ref(0.37f, a.data(), y_ref.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      CHECK(std::fabs(y[i] - y_ref[i]) <= 1e-6f * (std::fabs(b[i]) + std::fabs(0.37f * a[i])));
+
+    std::vector<float> p = a;
+    for (auto& e : p) e *= 8.0f;
+    std::vector<float> p_ref = p;
+    softmax(p.data(), n);
+    softmax_ref(p_ref.data(), n);
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(p[i] == Approx(p_ref[i]).epsilon(1e-5).margin(1e-12));
+      total += p[i];
+    }
+    CHECK(total == Approx(1.0).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("silu_mul and softmax are accurate at the extremes", "[kernels]") {
+  std::vector<float> gate = {-100.0f, -20.0f, 0.0f, 20.0f, 100.0f}, up(5, 2.0f);
+  silu_mul(gate.data(), up.data(), 5);
+  CHECK(std::fabs(gate[0]) < 1e-30f);  // exp(100) overflows to inf, as in torch: -0
+  CHECK(gate[1] == Approx(-40.0 / (1.0 + std::exp(20.0))).epsilon(1e-6));
+  CHECK(gate[2] == 0.0f);
+  CHECK(gate[3] == Approx(40.0 / (1.0 + std::exp(-20.0))).epsilon(1e-6));
+  CHECK(gate[4] == 200.0f);
+
+  std::vector<float> logits = {1000.0f, 1000.0f, -1000.0f};
+  softmax(logits.data(), 3);
+  CHECK(logits[0] == 0.5f);
+  CHECK(logits[1] == 0.5f);
+  CHECK(logits[2] == 0.0f);
+}
+
+TEST_CASE("ThreadPool covers every index exactly once", "[kernels]") {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    CHECK(pool.size() == threads);
+    for (int64_t n : {0, 1, 2, 5, 7, 100, 1001}) {
+      CAPTURE(threads, n);
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<int> calls{0};
+      pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+        ++calls;
+        for (int64_t i = begin; i < end; ++i) ++hits[i];
+      });
+      bool once = true;
+      for (auto& h : hits) once = once && h.load() == 1;
+      CHECK(once);
+      CHECK(calls.load() == std::min<int64_t>(n, threads));
+    }
+  }
+}
+
+TEST_CASE("ThreadPool runs many jobs back to back and rethrows errors", "[kernels]") {
+  ThreadPool pool(4);
+  std::atomic<int64_t> sum{0};
+  for (int job = 0; job < 2000; ++job)
+    pool.parallel_for(10, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) sum += i;
+    });
+  CHECK(sum.load() == 2000 * 45);
+
+  CHECK_THROWS_AS(pool.parallel_for(8,
+                                    [](int64_t begin, int64_t) {
+                                      if (begin >= 4) throw std::runtime_error("range failed");
+                                    }),
+                  std::runtime_error);
+  std::atomic<int> after{0};
+  pool.parallel_for(4, [&](int64_t begin, int64_t end) { after += static_cast<int>(end - begin); });
+  CHECK(after.load() == 4);
+}

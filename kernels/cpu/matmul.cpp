@@ -23,6 +23,10 @@ using VF = hn::Vec<DF>;
 struct RowF32 {
   const float* w;
   VF vec(DF df, int64_t k) const { return hn::LoadU(df, w + k); }
+  void vec2(DF df, int64_t k, VF& w0, VF& w1) const {
+    w0 = vec(df, k);
+    w1 = vec(df, k + static_cast<int64_t>(hn::Lanes(df)));
+  }
   float at(int64_t k) const { return w[k]; }
 };
 
@@ -33,6 +37,10 @@ struct RowBF16 {
     const hn::Rebind<uint32_t, DF> du32;
     return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, w + k))));
   }
+  void vec2(DF df, int64_t k, VF& w0, VF& w1) const {
+    w0 = vec(df, k);
+    w1 = vec(df, k + static_cast<int64_t>(hn::Lanes(df)));
+  }
   float at(int64_t k) const { return bf16_to_f32(w[k]); }
 };
 
@@ -42,30 +50,54 @@ struct RowF16 {
     const hn::Rebind<hwy::float16_t, DF> df16;
     return hn::PromoteTo(df, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(w + k)));
   }
+  void vec2(DF df, int64_t k, VF& w0, VF& w1) const {
+    w0 = vec(df, k);
+    w1 = vec(df, k + static_cast<int64_t>(hn::Lanes(df)));
+  }
   float at(int64_t k) const { return f16_to_f32(w[k]); }
 };
 
-// fp8 e4m3 -> fp32 via fp16 (a vector never straddles a 128-column scale block: k is a multiple of
-// the lane count, which divides 128): the bits (sign << 8) | ((code & 0x7f) << 7) are an fp16 whose value
-// is the e4m3 value / 256 (subnormals included), so the hardware fp16 conversion decodes it
-// exactly; the 256 is folded into the block scale (exact: a power of two). Codes 0x7f/0xff get
-// an all-ones fp16 exponent, i.e. NaN.
+// fp8 e4m3 -> fp32 via fp16: with the code in the high byte of a u16, an arithmetic shift right
+// by one and clearing bit 14 gives the fp16 (sign << 15) | ((code & 0x7f) << 7), whose value is the
+// e4m3 value / 256 (subnormals included), so the hardware fp16 conversion decodes it exactly; the
+// 256 is folded into the block scale (exact: a power of two). Codes 0x7f/0xff get an all-ones
+// fp16 exponent, i.e. NaN. A vector never straddles a 128-column scale block: k is a multiple of
+// the lanes decoded at once, which divide 128.
+template <class D16>
+HWY_INLINE hn::Vec<D16> fp8_to_f16_bits(D16 d16, hn::Vec<D16> codes) {
+  const hn::RebindToSigned<D16> di16;
+  const auto high = hn::ShiftLeft<8>(codes);
+  const auto bits = hn::And(hn::BitCast(d16, hn::ShiftRight<1>(hn::BitCast(di16, high))), hn::Set(d16, 0xbf80));
+  const auto magnitude = hn::And(high, hn::Set(d16, 0x7f00));
+  const auto is_nan = hn::VecFromMask(d16, hn::Eq(magnitude, hn::Set(d16, 0x7f00)));
+  return hn::Or(bits, hn::And(is_nan, hn::Set(d16, 0x7c00)));
+}
+
 struct RowFp8 {
   const uint8_t* w;
   const float* scales;  // this row's block-row of W.scales: [ceil(cols/128)]
   const float* table;   // fp8 code -> fp32, for the scalar tail
 
   VF vec(DF df, int64_t k) const {
-    const hn::Rebind<uint8_t, DF> du8;
     const hn::Rebind<uint16_t, DF> du16;
     const hn::Rebind<hwy::float16_t, DF> df16;
-    const auto code = hn::PromoteTo(du16, hn::LoadU(du8, w + k));
-    const auto magnitude = hn::And(code, hn::Set(du16, 0x7f));
-    const auto is_nan = hn::VecFromMask(du16, hn::Eq(magnitude, hn::Set(du16, 0x7f)));
-    auto bits = hn::Or(hn::ShiftLeft<8>(hn::And(code, hn::Set(du16, 0x80))), hn::ShiftLeft<7>(magnitude));
-    bits = hn::Or(bits, hn::And(is_nan, hn::Set(du16, 0x7c00)));
-    const VF value = hn::PromoteTo(df, hn::BitCast(df16, bits));
-    return hn::Mul(value, hn::Set(df, scales[k >> 7] * 256.0f));
+    const auto bits = fp8_to_f16_bits(du16, hn::PromoteTo(du16, hn::LoadU(hn::Rebind<uint8_t, DF>(), w + k)));
+    return hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, bits)), hn::Set(df, scales[k >> 7] * 256.0f));
+  }
+  // Columns [k, k + 2 lanes), decoded in one double-width integer pass.
+  void vec2(DF df, int64_t k, VF& w0, VF& w1) const {
+#if HWY_TARGET == HWY_SCALAR
+    w0 = vec(df, k);
+    w1 = vec(df, k + 1);
+#else
+    const hn::Repartition<uint16_t, DF> d16;
+    const hn::Half<decltype(d16)> dh;
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    const auto bits = fp8_to_f16_bits(d16, hn::PromoteTo(d16, hn::LoadU(hn::Rebind<uint8_t, decltype(d16)>(), w + k)));
+    const VF scale = hn::Set(df, scales[k >> 7] * 256.0f);
+    w0 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::LowerHalf(dh, bits))), scale);
+    w1 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::UpperHalf(dh, bits))), scale);
+#endif
   }
   float at(int64_t k) const { return table[w[k]] * scales[k >> 7]; }
 };
@@ -123,8 +155,8 @@ HWY_INLINE void dot_tile(const Layout& layout, int64_t r0, const float* const (&
       x1[p] = hn::LoadU(df, xs[p] + k + n);
     }
     HWY_UNROLL(4) for (int i = 0; i < R; ++i) {
-      const VF w0 = rows[i].vec(df, k);
-      const VF w1 = rows[i].vec(df, k + n);
+      VF w0, w1;
+      rows[i].vec2(df, k, w0, w1);
       HWY_UNROLL(4) for (int p = 0; p < P; ++p) {
         acc0[i][p] = hn::MulAdd(w0, x0[p], acc0[i][p]);
         acc1[i][p] = hn::MulAdd(w1, x1[p], acc1[i][p]);

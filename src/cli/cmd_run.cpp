@@ -54,6 +54,7 @@ Command register_run(CLI::App& app) {
               logits = session->append(std::span<const int32_t>(&next, 1), false);
             }
             std::printf("\n");
+            std::fflush(stdout);
             const auto t2 = Clock::now();
             if (flags->stats)
               print_receipt(*engine, std::chrono::duration<double>(t1 - t0).count(), static_cast<int64_t>(prompt.size()),

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what deltafin needs to build, test and run on Debian 12 (or a close relative).
+# Idempotent: packages already present are not touched. Uses sudo when not run as root.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libcli11-dev libfmt-dev libspdlog-dev libsimdjson-dev libxxhash-dev catch2 libhwy-dev
+  clang libclang-rt-14-dev          # libFuzzer for scripts/fuzz.sh
+  python3 python3-numpy             # tools/ (synthetic models)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -6,6 +6,7 @@
 // several rows and positions only share loads; they never change that recipe, so the result is
 // bit-identical whatever n_pos, the strides or the row range are.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <hwy/highway.h>
@@ -19,14 +20,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-// One row of W, decoded on the fly: vec(k) gives columns [k, k + lanes), at(k) column k.
+// One row of W, decoded on the fly: vec(k) gives columns [k, k + lanes), at(k) column k. Every
+// decode is exact, so the values fed to the FMAs never depend on which path decoded them.
 struct RowF32 {
   const float* w;
   VF vec(DF df, int64_t k) const { return hn::LoadU(df, w + k); }
-  void vec2(DF df, int64_t k, VF& w0, VF& w1) const {
-    w0 = vec(df, k);
-    w1 = vec(df, k + static_cast<int64_t>(hn::Lanes(df)));
-  }
   float at(int64_t k) const { return w[k]; }
 };
 
@@ -37,10 +35,6 @@ struct RowBF16 {
     const hn::Rebind<uint32_t, DF> du32;
     return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, w + k))));
   }
-  void vec2(DF df, int64_t k, VF& w0, VF& w1) const {
-    w0 = vec(df, k);
-    w1 = vec(df, k + static_cast<int64_t>(hn::Lanes(df)));
-  }
   float at(int64_t k) const { return bf16_to_f32(w[k]); }
 };
 
@@ -50,24 +44,23 @@ struct RowF16 {
     const hn::Rebind<hwy::float16_t, DF> df16;
     return hn::PromoteTo(df, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(w + k)));
   }
-  void vec2(DF df, int64_t k, VF& w0, VF& w1) const {
-    w0 = vec(df, k);
-    w1 = vec(df, k + static_cast<int64_t>(hn::Lanes(df)));
-  }
   float at(int64_t k) const { return f16_to_f32(w[k]); }
 };
 
 // fp8 e4m3 -> fp32 via fp16: with the code in the high byte of a u16, an arithmetic shift right
-// by one and clearing bit 14 gives the fp16 (sign << 15) | ((code & 0x7f) << 7), whose value is the
-// e4m3 value / 256 (subnormals included), so the hardware fp16 conversion decodes it exactly; the
-// 256 is folded into the block scale (exact: a power of two). Codes 0x7f/0xff get an all-ones
-// fp16 exponent, i.e. NaN. A vector never straddles a 128-column scale block: k is a multiple of
-// the lanes decoded at once, which divide 128.
+// by one and clearing bit 14 give the fp16 (sign << 15) | ((code & 0x7f) << 7), whose value is the
+// e4m3 value / 256 (subnormals included), so the fp16 conversion decodes it exactly; the 256 is
+// folded into the block scale (exact: a power of two). Codes 0x7f/0xff get an all-ones fp16
+// exponent, i.e. NaN. (Only hardware fp16 conversion (F16C, NEON) keeps fp16 inf/NaN; Highway's
+// software fallback in builds without F16C turns them finite, here and for F16 weights.)
+// A vector never straddles a 128-column scale block: k is a multiple of the lanes decoded at
+// once, which divide 128.
 template <class D16>
 HWY_INLINE hn::Vec<D16> fp8_to_f16_bits(D16 d16, hn::Vec<D16> codes) {
   const hn::RebindToSigned<D16> di16;
   const auto high = hn::ShiftLeft<8>(codes);
-  const auto bits = hn::And(hn::BitCast(d16, hn::ShiftRight<1>(hn::BitCast(di16, high))), hn::Set(d16, 0xbf80));
+  const auto sign_extended = hn::BitCast(d16, hn::ShiftRight<1>(hn::BitCast(di16, high)));
+  const auto bits = hn::And(sign_extended, hn::Set(d16, 0xbf80));
   const auto magnitude = hn::And(high, hn::Set(d16, 0x7f00));
   const auto is_nan = hn::VecFromMask(d16, hn::Eq(magnitude, hn::Set(d16, 0x7f00)));
   return hn::Or(bits, hn::And(is_nan, hn::Set(d16, 0x7c00)));
@@ -81,34 +74,43 @@ struct RowFp8 {
   VF vec(DF df, int64_t k) const {
     const hn::Rebind<uint16_t, DF> du16;
     const hn::Rebind<hwy::float16_t, DF> df16;
-    const auto bits = fp8_to_f16_bits(du16, hn::PromoteTo(du16, hn::LoadU(hn::Rebind<uint8_t, DF>(), w + k)));
+    const auto codes = hn::PromoteTo(du16, hn::LoadU(hn::Rebind<uint8_t, DF>(), w + k));
+    const auto bits = fp8_to_f16_bits(du16, codes);
     return hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, bits)), hn::Set(df, scales[k >> 7] * 256.0f));
-  }
-  // Columns [k, k + 2 lanes), decoded in one double-width integer pass.
-  void vec2(DF df, int64_t k, VF& w0, VF& w1) const {
-#if HWY_TARGET == HWY_SCALAR
-    w0 = vec(df, k);
-    w1 = vec(df, k + 1);
-#else
-    const hn::Repartition<uint16_t, DF> d16;
-    const hn::Half<decltype(d16)> dh;
-    const hn::Rebind<hwy::float16_t, DF> df16;
-    const auto bits = fp8_to_f16_bits(d16, hn::PromoteTo(d16, hn::LoadU(hn::Rebind<uint8_t, decltype(d16)>(), w + k)));
-    const VF scale = hn::Set(df, scales[k >> 7] * 256.0f);
-    w0 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::LowerHalf(dh, bits))), scale);
-    w1 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::UpperHalf(dh, bits))), scale);
-#endif
   }
   float at(int64_t k) const { return table[w[k]] * scales[k >> 7]; }
 };
 
+// Columns [k, k + 2 lanes) of a row as two vectors; fp8 overloads it with a double-width decode.
+template <class Row>
+HWY_INLINE void vec2(const Row& row, DF df, int64_t k, VF& w0, VF& w1) {
+  w0 = row.vec(df, k);
+  w1 = row.vec(df, k + static_cast<int64_t>(hn::Lanes(df)));
+}
+
+HWY_INLINE void vec2(const RowFp8& row, DF df, int64_t k, VF& w0, VF& w1) {
+#if HWY_TARGET == HWY_SCALAR
+  w0 = row.vec(df, k);
+  w1 = row.vec(df, k + 1);
+#else
+  const hn::Repartition<uint16_t, DF> d16;
+  const hn::Half<decltype(d16)> dh;
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  const auto codes = hn::PromoteTo(d16, hn::LoadU(hn::Rebind<uint8_t, decltype(d16)>(), row.w + k));
+  const auto bits = fp8_to_f16_bits(d16, codes);
+  const VF scale = hn::Set(df, row.scales[k >> 7] * 256.0f);
+  w0 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::LowerHalf(dh, bits))), scale);
+  w1 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::UpperHalf(dh, bits))), scale);
+#endif
+}
+
 const float* fp8_table() {
-  static const auto table = [] {
-    struct Table { float v[256]; } t{};
-    for (int code = 0; code < 256; ++code) t.v[code] = fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int code = 0; code < 256; ++code) t[code] = fp8_e4m3_to_f32(static_cast<uint8_t>(code));
     return t;
   }();
-  return table.v;
+  return table.data();
 }
 
 // Row access per format.
@@ -156,7 +158,7 @@ HWY_INLINE void dot_tile(const Layout& layout, int64_t r0, const float* const (&
     }
     HWY_UNROLL(4) for (int i = 0; i < R; ++i) {
       VF w0, w1;
-      rows[i].vec2(df, k, w0, w1);
+      vec2(rows[i], df, k, w0, w1);
       HWY_UNROLL(4) for (int p = 0; p < P; ++p) {
         acc0[i][p] = hn::MulAdd(w0, x0[p], acc0[i][p]);
         acc1[i][p] = hn::MulAdd(w1, x1[p], acc1[i][p]);
@@ -184,8 +186,8 @@ HWY_INLINE void dot_tile(const Layout& layout, int64_t r0, const float* const (&
 
 // Rows [row_begin, row_end) for positions [t0, t0 + P): tiles of R rows, then single rows.
 template <int R, int P, class Layout>
-void tile_rows(const Layout& layout, const float* x, int64_t x_stride, int64_t t0, float* y, int64_t y_stride,
-               int64_t row_begin, int64_t row_end) {
+void tile_rows(const Layout& layout, const float* x, int64_t x_stride, int64_t t0, float* y,
+               int64_t y_stride, int64_t row_begin, int64_t row_end) {
   const float* xs[P];
   float* ys[P];
   for (int p = 0; p < P; ++p) {
@@ -201,10 +203,11 @@ void tile_rows(const Layout& layout, const float* x, int64_t x_stride, int64_t t
 // Walks row blocks small enough to stay in cache while every group of positions passes over them:
 // groups of 4 positions (one row at a time), then a tail group of 3, 2 (two rows) or 1 (four rows).
 template <class Layout>
-void matmul_layout(const Layout& layout, int64_t row_bytes, const float* x, int64_t x_stride, int64_t n_pos,
-                   float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
+void matmul_layout(const Layout& layout, int64_t row_bytes, const float* x, int64_t x_stride,
+                   int64_t n_pos, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
   constexpr int64_t kBlockBytes = 128 * 1024;
-  const int64_t block_rows = n_pos <= 1 ? row_end - row_begin : std::max<int64_t>(4, kBlockBytes / row_bytes);
+  const int64_t block_rows =
+      n_pos <= 1 ? row_end - row_begin : std::max<int64_t>(4, kBlockBytes / row_bytes);
   for (int64_t rb = row_begin; rb < row_end; rb += block_rows) {
     const int64_t re = std::min(row_end, rb + block_rows);
     int64_t t = 0;
@@ -234,7 +237,7 @@ void dequantize_layout(const Layout& layout, int64_t r, float* out) {
 void matmul_rows(const WeightView& w, const float* x, int64_t x_stride, int64_t n_pos, float* y,
                  int64_t y_stride, int64_t row_begin, int64_t row_end) {
   if (n_pos <= 0 || row_begin >= row_end) return;
-  const int64_t cols = std::max<int64_t>(w.cols, 1);
+  const int64_t cols = std::max<int64_t>(w.cols, 1);  // for the row-block size only
   switch (w.format) {
     case WeightFormat::F32:
       return matmul_layout(LayoutF32{w}, 4 * cols, x, x_stride, n_pos, y, y_stride, row_begin, row_end);

@@ -26,19 +26,20 @@ void matmul_rows_ref(const WeightView& w, const float* x, int64_t x_stride, int6
 // Dequantizes row r of W into out[W.cols] (fp32).
 void dequantize_row(const WeightView& w, int64_t r, float* out);
 
-// Exact scalar decoders of single stored elements (the definitions the fast paths are tested against).
+// Exact scalar decoders of single stored elements: the definitions the fast paths are tested
+// against.
 inline float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
 
 inline float f16_to_f32(uint16_t bits) {
   const int exponent = (bits >> 10) & 0x1f;
   const int mantissa = bits & 0x3ff;
-  float magnitude;
+  float magnitude = std::numeric_limits<float>::infinity();
   if (exponent == 0)
     magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // subnormal
-  else if (exponent == 31)
-    magnitude = mantissa ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  else
+  else if (exponent < 31)
     magnitude = std::ldexp(static_cast<float>(1024 + mantissa), exponent - 25);
+  else if (mantissa != 0)
+    magnitude = std::numeric_limits<float>::quiet_NaN();
   return (bits & 0x8000) ? -magnitude : magnitude;
 }
 
@@ -47,8 +48,9 @@ inline float fp8_e4m3_to_f32(uint8_t bits) {
   if ((bits & 0x7f) == 0x7f) return std::numeric_limits<float>::quiet_NaN();
   const int exponent = (bits >> 3) & 0xf;
   const int mantissa = bits & 0x7;
-  const float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -9)  // 2^-6 * m/8
-                                        : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  const float magnitude = exponent == 0
+                              ? std::ldexp(static_cast<float>(mantissa), -9)  // 2^-6 * m/8
+                              : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
   return (bits & 0x80) ? -magnitude : magnitude;
 }
 

@@ -5,10 +5,14 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libcli11-dev libfmt-dev libspdlog-dev libsimdjson-dev libxxhash-dev catch2 libhwy-dev
+  libcli11-dev libfmt-dev libspdlog-dev libsimdjson-dev libxxhash-dev catch2 libhwy-dev libpcre2-dev
+  libicu-dev                        # NFC/NFKC normalizers of tokenizer.json files
   clang libclang-rt-14-dev          # libFuzzer for scripts/fuzz.sh
   python3 python3-numpy             # tools/ (synthetic models)
 )
+
+# node + npm run the reference tokenizers of the tests; keep a newer node if one is installed.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,66 +1,157 @@
-// `deltafin run -m DIR --tokens 1,17,300 -n 24 --temp 0 --ids`: prefill the prompt, then decode
-// up to -n tokens one position at a time, printing the generated ids on one line.
+// `deltafin run`: a prompt (-p TEXT, a file, stdin, or --tokens ids), optionally in the model's
+// chat format, prefilled in passes of --chunk positions, then decoded one token at a time and
+// streamed to stdout as UTF-8-safe text (or ids with --ids). Ctrl-C stops cleanly; --stats
+// prints the receipt to stderr either way.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 #include <memory>
-#include <random>
 
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "decode/sampler.hpp"
+#include "text/chat_format.hpp"
+#include "text/stop_strings.hpp"
+#include "text/tokenizer.hpp"
+#include "text/utf8_stream.hpp"
 #include "util/error.hpp"
 
 namespace deltafin::cli {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void on_sigint(int) {
+  g_interrupted = 1;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+struct RunFlags {
+  EngineOptions engine;
+  std::string prompt, prompt_file, tokens, system;
+  bool prompt_given = false, chat = false, ids = false, stats = false, ignore_eos = false;
+  int64_t max_new = 256;
+  SamplerOptions sampler;
+  std::vector<std::string> stops;
+};
+
+std::string read_prompt_text(const RunFlags& f) {
+  if (!f.prompt_file.empty()) {
+    std::ifstream in(f.prompt_file, std::ios::binary);
+    if (!in) fail("{}: cannot read the prompt file", f.prompt_file);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  if (f.prompt_given && f.prompt != "-") return f.prompt;
+  std::string text(std::istreambuf_iterator<char>(std::cin), {});
+  if (std::cin.bad()) fail("stdin: read error");
+  return text;
+}
+
+int run(const RunFlags& f) {
+  using Clock = std::chrono::steady_clock;
+  if (f.max_new < 0) fail("-n: must be >= 0 (got {})", f.max_new);
+  Sampler sampler(f.sampler);
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> stop_ids;
+  if (!f.tokens.empty()) {
+    if (f.chat) fail("--chat needs a text prompt, not --tokens");
+    prompt = parse_token_list(f.tokens, "--tokens");
+  } else {
+    tokenizer = load_tokenizer(f.engine.model_dir);
+    std::string text = read_prompt_text(f);
+    if (!f.chat && !text.empty() && text.back() == '\n' && !f.prompt_given) text.pop_back();  // `echo ... |`
+    if (text.empty()) fail("the prompt is empty: pass -p TEXT, a file with -f, or text on stdin");
+    if (f.chat) {
+      const ChatStyle style = detect_chat_style(*tokenizer);
+      std::vector<ChatMessage> messages;
+      if (!f.system.empty()) messages.push_back({"system", f.system});
+      messages.push_back({"user", text});
+      prompt = encode_segments(*tokenizer, render_chat(style, messages, true));
+      stop_ids = chat_stop_ids(style, *tokenizer);
+    } else {
+      prompt = tokenizer->encode(text, true);
+    }
+  }
+  if (!f.ids && !tokenizer) fail("--tokens prompts print ids: add --ids (no tokenizer is loaded)");
+
+  auto engine = Engine::open(f.engine);
+  if (engine->summary().eos_token_id >= 0) stop_ids.push_back(static_cast<int32_t>(engine->summary().eos_token_id));
+  if (f.ignore_eos) stop_ids.clear();
+  auto session = engine->new_session();
+  g_interrupted = 0;
+  std::signal(SIGINT, on_sigint);
+
+  const auto t0 = Clock::now();
+  std::vector<float> logits;
+  {
+    Progress progress("prefill", static_cast<int64_t>(prompt.size()));
+    for (size_t done = 0; done < prompt.size() && !g_interrupted;) {
+      const size_t n = std::min<size_t>(f.engine.chunk, prompt.size() - done);
+      logits = session->append(std::span<const int32_t>(prompt).subspan(done, n), false);
+      done += n;
+      progress.update(static_cast<int64_t>(done));
+    }
+  }
+  const auto t1 = Clock::now();
+  std::vector<int32_t> generated;
+  Utf8Stream utf8;
+  StopStrings stops(f.stops);
+  auto emit = [](const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  };
+  while (!g_interrupted && static_cast<int64_t>(generated.size()) < f.max_new && !logits.empty()) {
+    const int32_t next = sampler.sample(logits);
+    if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
+    generated.push_back(next);
+    if (f.ids) {
+      emit((generated.size() > 1 ? " " : "") + std::to_string(next));
+    } else {
+      emit(stops.push(utf8.push(tokenizer->token_bytes(next))));
+      if (stops.stopped()) break;
+    }
+    if (static_cast<int64_t>(generated.size()) == f.max_new) break;
+    logits = session->append(std::span<const int32_t>(&next, 1), false);
+  }
+  if (!f.ids) emit(stops.push(utf8.finish()) + stops.finish());
+  emit("\n");
+  const auto t2 = Clock::now();
+  std::signal(SIGINT, SIG_DFL);
+  if (g_interrupted) std::fprintf(stderr, "deltafin: interrupted\n");
+  if (f.stats)
+    print_receipt(*engine, std::chrono::duration<double>(t1 - t0).count(), static_cast<int64_t>(prompt.size()),
+                  std::chrono::duration<double>(t2 - t1).count(), static_cast<int64_t>(generated.size()), generated);
+  return g_interrupted ? 130 : 0;
+}
+
+}  // namespace
 
 Command register_run(CLI::App& app) {
-  struct Flags {
-    EngineOptions engine;
-    std::string tokens;
-    int64_t max_new = 64;
-    float temp = 0.0f;
-    uint64_t seed = 0;
-    bool ids = false, stats = false, ignore_eos = false;
-  };
-  auto flags = std::make_shared<Flags>();
-  CLI::App* sub = app.add_subcommand("run", "Generate a continuation of a prompt");
-  add_engine_flags(*sub, flags->engine);
-  sub->add_option("--tokens", flags->tokens, "Prompt as comma-separated token ids")->required();
-  sub->add_option("-n,--max-new-tokens", flags->max_new, "New tokens at most")->capture_default_str();
-  sub->add_option("--temp", flags->temp, "Sampling temperature (0: greedy)")->capture_default_str();
-  sub->add_option("--seed", flags->seed, "Seed of the sampler")->capture_default_str();
-  sub->add_flag("--ids", flags->ids, "Print generated token ids, space-separated, on one line");
-  sub->add_flag("--ignore-eos", flags->ignore_eos, "Do not stop at the end-of-sequence token");
-  sub->add_flag("--stats", flags->stats, "Print the receipt to stderr");
-  return {sub, [flags] {
-            using Clock = std::chrono::steady_clock;
-            const std::vector<int32_t> prompt = parse_token_list(flags->tokens, "--tokens");
-            if (flags->max_new < 0) fail("-n: must be >= 0 (got {})", flags->max_new);
-            if (!(flags->temp >= 0.0f)) fail("--temp: must be >= 0 (got {})", flags->temp);
-            if (!flags->ids) fail("run: only --ids output is available until the tokenizer stage");
-            auto engine = Engine::open(flags->engine);
-            auto session = engine->new_session();
-            Sampler sampler(flags->temp, flags->seed);
-            const int64_t eos = flags->ignore_eos ? -1 : engine->summary().eos_token_id;
-
-            const auto t0 = Clock::now();
-            std::vector<float> logits = prompt.empty() ? std::vector<float>() : session->append(prompt, false);
-            const auto t1 = Clock::now();
-            std::vector<int32_t> generated;
-            while (static_cast<int64_t>(generated.size()) < flags->max_new && !logits.empty()) {
-              const int32_t next = sampler.sample(logits);
-              generated.push_back(next);
-              std::printf("%s%d", generated.size() > 1 ? " " : "", next);
-              std::fflush(stdout);
-              if (next == eos || static_cast<int64_t>(generated.size()) == flags->max_new) break;
-              logits = session->append(std::span<const int32_t>(&next, 1), false);
-            }
-            std::printf("\n");
-            std::fflush(stdout);
-            const auto t2 = Clock::now();
-            if (flags->stats)
-              print_receipt(*engine, std::chrono::duration<double>(t1 - t0).count(), static_cast<int64_t>(prompt.size()),
-                            std::chrono::duration<double>(t2 - t1).count(), static_cast<int64_t>(generated.size()),
-                            generated);
-            return 0;
+  auto f = std::make_shared<RunFlags>();
+  CLI::App* sub = app.add_subcommand("run", "Generate a continuation of a prompt (text on stdin when -p is absent)");
+  add_engine_flags(*sub, f->engine);
+  auto* p = sub->add_option("-p,--prompt", f->prompt, "Prompt text ('-' or absent: read stdin)");
+  sub->add_option("-f,--file", f->prompt_file, "Read the prompt from a file");
+  sub->add_option("--tokens", f->tokens, "Prompt as comma-separated token ids instead of text");
+  sub->add_flag("--chat", f->chat, "Wrap the prompt in the model's chat format");
+  sub->add_option("--system", f->system, "System message (with --chat)");
+  sub->add_option("-n,--max-new-tokens", f->max_new, "New tokens at most")->capture_default_str();
+  sub->add_option("--temp", f->sampler.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
+  sub->add_option("--top-k", f->sampler.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
+  sub->add_option("--top-p", f->sampler.top_p, "Nucleus sampling threshold (1: off)")->capture_default_str();
+  sub->add_option("--min-p", f->sampler.min_p, "Drop tokens below min-p x the top probability (0: off)")->capture_default_str();
+  sub->add_option("--seed", f->sampler.seed, "Seed of the sampler")->capture_default_str();
+  sub->add_option("--stop", f->stops, "Stop when the output contains this text (repeatable)");
+  sub->add_flag("--ids", f->ids, "Print generated token ids, space-separated, on one line");
+  sub->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-sequence or end-of-turn tokens");
+  sub->add_flag("--stats", f->stats, "Print the receipt to stderr");
+  return {sub, [f, p] {
+            f->prompt_given = p->count() > 0;
+            return run(*f);
           }};
 }
 

@@ -32,5 +32,7 @@ void print_receipt(const Engine& engine, double prefill_seconds, int64_t prefill
 Command register_logits(CLI::App& app);
 Command register_run(CLI::App& app);
 Command register_inspect(CLI::App& app);
+Command register_tokenize(CLI::App& app);
+Command register_detokenize(CLI::App& app);
 
 }  // namespace deltafin::cli

@@ -9,7 +9,8 @@ int main(int argc, char** argv) {
   CLI::App app{"deltafin: runs giant Mixture-of-Experts models with experts streamed from SSD"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "deltafin 0.1.0");
-  const cli::Command commands[] = {cli::register_run(app), cli::register_logits(app), cli::register_inspect(app)};
+  const cli::Command commands[] = {cli::register_run(app), cli::register_logits(app), cli::register_inspect(app),
+                                     cli::register_tokenize(app), cli::register_detokenize(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

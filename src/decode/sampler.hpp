@@ -1,5 +1,8 @@
-// Picks the next token from logits: greedy at temperature 0 (lowest id on ties), otherwise a
-// draw from softmax(logits / temperature) with a seeded generator, so runs are reproducible.
+// Picks the next token from logits. Temperature 0 is greedy (lowest id on ties). Otherwise, as
+// transformers' logits processors do, in this order: temperature, top-k, top-p (the smallest set
+// of most likely tokens whose probability reaches p), min-p (drop tokens below min_p times the
+// top probability); then one draw from what is left, renormalised, with a seeded generator, so
+// a seed makes a run reproducible.
 #pragma once
 
 #include <cstdint>
@@ -8,13 +11,24 @@
 
 namespace deltafin {
 
+struct SamplerOptions {
+  float temperature = 0.0f;
+  int64_t top_k = 0;     // 0: off
+  float top_p = 1.0f;    // 1: off
+  float min_p = 0.0f;    // 0: off
+  uint64_t seed = 0;
+};
+
 class Sampler {
  public:
-  Sampler(float temperature, uint64_t seed) : temperature_(temperature), rng_(seed) {}
+  explicit Sampler(const SamplerOptions& options);
   int32_t sample(const std::vector<float>& logits);
 
+  // The distribution sample() draws from (for tests): probabilities over the vocabulary.
+  std::vector<double> distribution(const std::vector<float>& logits) const;
+
  private:
-  float temperature_;
+  SamplerOptions options_;
   std::mt19937_64 rng_;
 };
 

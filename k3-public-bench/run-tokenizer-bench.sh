@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Tokenizer encoding throughput on ~20 MB of English prose (the licence texts Debian ships,
+# repeated), median of 5 runs per tokenizer, one thread. Writes results/tokenizer-throughput.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh >/dev/null
+(cd tests/text && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null)
+node tests/text/reference_tiktoken.mjs build/text-ref >/dev/null
+node tests/text/reference_hf.mjs build/text-ref >/dev/null
+prose=build/bench-prose.txt
+: > "$prose"
+while [ "$(stat -c %s "$prose")" -lt 20000000 ]; do
+  cat /usr/share/common-licenses/{GPL-3,LGPL-3,Apache-2.0,Artistic,MPL-2.0,GFDL-1.3} >> "$prose"
+done
+out=k3-public-bench/results/tokenizer-throughput.md
+{
+  echo "# Tokenizer encoding throughput"
+  echo
+  echo "$(date -u +%Y-%m-%d), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)),"
+  echo "one thread, \`$0\`: $(stat -c %s "$prose") bytes of English prose (Debian's licence texts repeated)."
+  echo
+  build/tokenizer_bench "$prose" 5 \
+    tiktoken:build/text-ref/o200k_base.tiktoken:o200k \
+    tiktoken:build/text-ref/o200k_base.tiktoken:kimi \
+    hf:build/text-ref/deepseek_v3/tokenizer.json \
+    hf:build/text-ref/qwen3/tokenizer.json
+} > "$out"
+cat "$out"

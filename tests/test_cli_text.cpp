@@ -1,0 +1,134 @@
+// `deltafin run` with text end to end on the k2_tiny fixture (random weights, a tiny Kimi-format
+// tokenizer): stdin, -p and -f agree; output is the UTF-8-safe decoding of the generated ids;
+// --chat uses the K2 template; bad prompts give clear errors; Ctrl-C stops cleanly with a receipt.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <unistd.h>
+
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using deltafin::test::run_deltafin;
+
+namespace {
+
+const std::string kModel = deltafin::test::fixture("k2_tiny");
+
+std::string stdout_of(const std::string& args, const std::string& producer = "") {
+  const std::string cmd = (producer.empty() ? "" : producer + " | ") + std::string(DELTAFIN_BINARY) + " " + args + " 2>/dev/null";
+  std::string out;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  pclose(pipe);
+  return out;
+}
+
+// `producer | deltafin args`, stdout only.
+std::string piped(const std::string& producer, const std::string& args) {
+  return stdout_of(args, producer);
+}
+
+fs::path temp_file(const std::string& name, const std::string& bytes) {
+  const fs::path p = fs::temp_directory_path() / ("deltafin-" + std::to_string(::getpid()) + "-" + name);
+  std::ofstream(p, std::ios::binary) << bytes;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a piped prompt (echo def f(x): | deltafin run -m DIR -n 16) streams the decoded ids", "[cli-text]") {
+  const std::string text = piped("echo 'def f(x):'", "run -m " + kModel + " -n 16 --ignore-eos");
+  const std::string ids = piped("printf '%s' 'def f(x):'", "tokenize -m " + kModel);
+  REQUIRE(!ids.empty());
+  std::string prompt_ids = ids.substr(0, ids.size() - 1);
+  std::replace(prompt_ids.begin(), prompt_ids.end(), ' ', ',');
+  const std::string generated = stdout_of("run -m " + kModel + " --tokens " + prompt_ids + " -n 16 --ids --ignore-eos");
+  REQUIRE(std::count(generated.begin(), generated.end(), ' ') == 15);
+  const std::string decoded = piped("echo '" + generated + "'", "detokenize -m " + kModel);
+  // The streamed text equals the decoded ids, with invalid UTF-8 replaced as Python does.
+  std::string expected;
+  for (size_t i = 0; i < decoded.size();) {
+    const unsigned char c = decoded[i];
+    const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : -1;
+    bool ok = n > 0 && i + n <= decoded.size();
+    for (int k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(decoded[i + k]) >> 6) == 2;
+    expected += ok ? decoded.substr(i, n) : "\xEF\xBF\xBD";
+    i += ok ? n : 1;
+  }
+  INFO("ids: " << generated);
+  CHECK(text.size() > 1);
+  CHECK(text.back() == '\n');
+  if (expected.find("\xEF\xBF\xBD") == std::string::npos) CHECK(text == expected + "\n");
+  CHECK(stdout_of("run -m " + kModel + " -p 'def f(x):' -n 16 --ignore-eos") == text);
+  CHECK(stdout_of("run -m " + kModel + " -f " + temp_file("prompt.txt", "def f(x):").string() + " -n 16 --ignore-eos") == text);
+}
+
+TEST_CASE("tokenize and detokenize are inverse on arbitrary bytes", "[cli-text]") {
+  for (const std::string& s : {std::string("def f(x):\n    return x\n"), std::string("\xff\xfe\x00 bin\x80", 9),
+                               std::string("héllo 日本 😀")}) {
+    const fs::path in = temp_file("bytes.bin", s);
+    const std::string ids = stdout_of("tokenize -m " + kModel + " < " + in.string());
+    const fs::path ids_file = temp_file("ids.txt", ids);
+    CHECK(stdout_of("detokenize -m " + kModel + " < " + ids_file.string()) == s);
+  }
+}
+
+TEST_CASE("chat mode wraps the prompt in the Kimi K2 template", "[cli-text]") {
+  const auto r = run_deltafin("run -m " + kModel + " -p hi --chat -n 4 --ids --ignore-eos --stats");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("prefill   ") != std::string::npos);
+  // The fixture tokenizer gives <|im_system|>=306, <|im_middle|>=313, <|im_end|>=298, <|im_user|>=299,
+  // <|im_assistant|>=300; the prompt is system + user turn + generation prompt.
+  const std::string ids = piped("printf '%s' '<|im_user|>user<|im_middle|>hi'", "tokenize -m " + kModel);
+  CHECK(ids.rfind("299 ", 0) == 0);
+}
+
+TEST_CASE("bad prompts give one clear line and exit 1", "[cli-text]") {
+  for (const std::string& args : {std::string("run -m " + kModel + " -n 4 < /dev/null"),
+                                  std::string("run -m " + kModel + " -f /nonexistent/prompt.txt -n 4"),
+                                  std::string("run -m " + deltafin::test::fixture("dsv3_tiny") + " -p hi -n 4"),
+                                  std::string("run -m " + kModel + " -p hi --temp -1"),
+                                  std::string("run -m " + kModel + " -p hi --top-p 0"),
+                                  std::string("detokenize -m " + kModel + " < " + temp_file("bad-ids.txt", "1 2 banana").string())}) {
+    const auto r = run_deltafin(args);
+    INFO(args << "\n" << r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.rfind("deltafin: ", 0) == 0);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+  const auto binary = run_deltafin("run -m " + kModel + " -n 4 --ignore-eos < " +
+                                   temp_file("binary.bin", std::string("\x00\xff\x01\x80zz", 6)).string());
+  CHECK(binary.exit_code == 0);
+}
+
+TEST_CASE("Ctrl-C stops generation cleanly and still prints the receipt", "[cli-text]") {
+  const fs::path err = fs::temp_directory_path() / ("deltafin-sigint-" + std::to_string(::getpid()));
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    freopen("/dev/null", "w", stdout);
+    freopen(err.c_str(), "w", stderr);
+    execl(DELTAFIN_BINARY, "deltafin", "run", "-m", kModel.c_str(), "-p", "def", "-n", "100000000", "--ignore-eos",
+          "--stats", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  kill(child, SIGINT);
+  int status = 0;
+  waitpid(child, &status, 0);
+  std::ifstream in(err);
+  const std::string log((std::istreambuf_iterator<char>(in)), {});
+  INFO(log);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(log.find("interrupted") != std::string::npos);
+  CHECK(log.find("ids hash") != std::string::npos);
+  fs::remove(err);
+}

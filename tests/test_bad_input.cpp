@@ -10,66 +10,20 @@
 
 namespace fs = std::filesystem;
 using deltafin::test::run_deltafin;
-
-namespace {
-
-// A private copy of a fixture directory that the test may damage.
-struct ScratchModel {
-  fs::path dir;
-  explicit ScratchModel(const std::string& fixture) {
-    dir = fs::temp_directory_path() / ("deltafin-bad-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    fs::remove_all(dir);
-    fs::copy(deltafin::test::fixture(fixture), dir);
-  }
-  ~ScratchModel() { fs::remove_all(dir); }
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-  std::string read(const std::string& name) const {
-    std::ifstream in(dir / name, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  void write(const std::string& name, const std::string& bytes) const {
-    std::ofstream(dir / name, std::ios::binary | std::ios::trunc) << bytes;
-  }
-  // Replaces the first occurrence of `from` by `to` (same length) in a file.
-  void patch(const std::string& name, const std::string& from, const std::string& to) const {
-    REQUIRE(from.size() == to.size());
-    std::string bytes = read(name);
-    const size_t at = bytes.find(from);
-    REQUIRE(at != std::string::npos);
-    bytes.replace(at, from.size(), to);
-    write(name, bytes);
-  }
-};
-
-// Runs a command over the damaged model and checks the one-line error.
-void expect_error(const ScratchModel& m, const std::vector<std::string>& must_contain) {
-  const auto r = run_deltafin("logits -m " + m.dir.string() + " --tokens 1,2,3 --out " + (m.dir / "out.npy").string());
-  INFO(r.output);
-  CHECK(r.exit_code == 1);
-  CHECK(r.output.rfind("deltafin: ", 0) == 0);
-  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
-  for (const std::string& s : must_contain) CHECK(r.output.find(s) != std::string::npos);
-  CHECK(!fs::exists(m.dir / "out.npy"));
-}
-
-}  // namespace
+using deltafin::test::ScratchModel;
+using deltafin::test::expect_model_error;
 
 TEST_CASE("a truncated shard names the file and a tensor past its end", "[bad-input]") {
   ScratchModel m("dsv3_tiny");
   const std::string bytes = m.read("model.safetensors");
   m.write("model.safetensors", bytes.substr(0, bytes.size() / 2));
-  expect_error(m, {"model.safetensors", "tensor '"});
+  expect_model_error(m, {"model.safetensors", "tensor '"});
 }
 
 TEST_CASE("a file shorter than its length prefix", "[bad-input]") {
   ScratchModel m("dsv3_tiny");
   m.write("model.safetensors", std::string("\x10\x00\x00", 3));
-  expect_error(m, {"model.safetensors", "truncated"});
+  expect_model_error(m, {"model.safetensors", "truncated"});
 }
 
 TEST_CASE("a header length past the end of the file", "[bad-input]") {
@@ -77,62 +31,62 @@ TEST_CASE("a header length past the end of the file", "[bad-input]") {
   std::string bytes = m.read("model.safetensors");
   bytes[6] = '\x01';  // N ~ 2^48
   m.write("model.safetensors", bytes);
-  expect_error(m, {"model.safetensors", "past the end"});
+  expect_model_error(m, {"model.safetensors", "past the end"});
 }
 
 TEST_CASE("a broken JSON header", "[bad-input]") {
   ScratchModel m("dsv3_tiny");
   m.patch("model.safetensors", "{\"", "{{");
-  expect_error(m, {"model.safetensors", "JSON"});
+  expect_model_error(m, {"model.safetensors", "JSON"});
 }
 
 TEST_CASE("an unknown dtype", "[bad-input]") {
   ScratchModel m("dsv3_tiny");
   m.patch("model.safetensors", "\"F16\"", "\"Q16\"");
-  expect_error(m, {"model.safetensors", "Q16"});
+  expect_model_error(m, {"model.safetensors", "Q16"});
 }
 
 TEST_CASE("a dtype the model cannot use for a weight", "[bad-input]") {
   ScratchModel m("dsv3_tiny");
   m.patch("model.safetensors", "\"dtype\":\"F32\",\"shape\":[64]", "\"dtype\":\"I32\",\"shape\":[64]");
-  expect_error(m, {"model.safetensors", "I32", "tensor 'model."});
+  expect_model_error(m, {"model.safetensors", "I32", "tensor 'model."});
 }
 
 TEST_CASE("a shape disagreeing with config.json", "[bad-input]") {
   ScratchModel m("dsv3_tiny");
   m.patch("config.json", "\"moe_intermediate_size\": 16", "\"moe_intermediate_size\": 17");
-  expect_error(m, {"model.safetensors", "mlp.experts.0.gate_proj.weight", "[16, 64]", "[17, 64]"});
+  expect_model_error(m, {"model.safetensors", "mlp.experts.0.gate_proj.weight", "[16, 64]", "[17, 64]"});
 }
 
 TEST_CASE("a missing tensor", "[bad-input]") {
   ScratchModel m("dsv3_tiny");
   m.patch("model.safetensors", "experts.5.up_proj", "experts.5.uq_proj");
-  expect_error(m, {"model.layers.", "experts.5.up_proj.weight", "missing"});
+  expect_model_error(m, {"model.layers.", "experts.5.up_proj.weight", "missing"});
 }
 
 TEST_CASE("a missing shard", "[bad-input]") {
   ScratchModel m("k2_tiny");
   fs::remove(m.dir / "model-00002-of-000002.safetensors");
-  expect_error(m, {"model-00002-of-000002.safetensors", "cannot open"});
+  expect_model_error(m, {"model-00002-of-000002.safetensors", "cannot open"});
 }
 
 TEST_CASE("an index entry whose shard lacks the tensor", "[bad-input]") {
   ScratchModel m("k2_tiny");
   m.patch("model.safetensors.index.json", "\"lm_head.weight\": \"model-00001-of-000002.safetensors\"",
           "\"lm_head.weight\": \"model-00002-of-000002.safetensors\"");
-  expect_error(m, {"lm_head.weight", "does not contain it"});
+  expect_model_error(m, {"lm_head.weight", "does not contain it"});
 }
 
 TEST_CASE("config.json missing a field", "[bad-input]") {
   ScratchModel m("dsv3_tiny");
   m.patch("config.json", "\"hidden_size\"", "\"hidden_sizX\"");
-  expect_error(m, {"config.json", "missing field 'hidden_size'"});
+  expect_model_error(m, {"config.json", "missing field 'hidden_size'"});
 }
 
 TEST_CASE("config.json that is not JSON", "[bad-input]") {
   ScratchModel m("dsv3_tiny");
   m.write("config.json", "{\"model_type\": ");
-  expect_error(m, {"config.json", "broken JSON"});
+  expect_model_error(m, {"config.json", "broken JSON"});
 }
 
 TEST_CASE("an fp8 weight without its scale", "[bad-input]") {
@@ -143,7 +97,7 @@ TEST_CASE("an fp8 weight without its scale", "[bad-input]") {
     if (m.read(name).find("layers.0.self_attn.o_proj.weight_scale_inv") != std::string::npos)
       m.patch(name, "layers.0.self_attn.o_proj.weight_scale_inv", "layers.0.self_attn.o_proj.weight_scale_inX");
   }
-  expect_error(m, {"model.layers.0.self_attn.o_proj.weight", "_scale_inv", "missing"});
+  expect_model_error(m, {"model.layers.0.self_attn.o_proj.weight", "_scale_inv", "missing"});
 }
 
 TEST_CASE("nonsense flags and token lists", "[bad-input]") {

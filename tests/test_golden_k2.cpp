@@ -32,10 +32,12 @@ void check_against_transformers(const std::string& name) {
   const NpyArray ref_logits = read_npy_f32(dir + "/logits.npy");
   const NpyArray ref_hidden = read_npy_f32(dir + "/hidden.npy");  // [layers + 1, T, hidden]
 
+  const ModelConfig config = load_model_config(dir + "/config.json");
   auto index = WeightIndex::open(dir);
+  const ExpertTable experts = k2_expert_table(*index, config);
   auto backend = make_cpu_backend(2);
-  ExpertStore store(*index, 1 << 20);
-  K2Model model(*index, *backend, store);
+  ExpertStore store(*index, experts, 1 << 20);
+  K2Model model(*index, config, *backend, store);
   const int64_t n = static_cast<int64_t>(ids.size()), vocab = model.config().vocab_size, h = model.config().hidden_size;
   REQUIRE(ref_logits.shape == std::vector<int64_t>{n, vocab});
   REQUIRE(ref_hidden.shape == std::vector<int64_t>{model.config().num_hidden_layers + 1, n, h});

@@ -16,79 +16,14 @@
 #include <vector>
 
 #include "text/hf_bpe_tokenizer.hpp"
+#include "tokenizer_test_util.hpp"
 #include "util/error.hpp"
 
 using namespace deltafin;
 
 namespace {
 
-std::string hf_fixture(const std::string& name) { return std::string(DELTAFIN_FIXTURES) + "/" + name; }
-
-std::string b64_decode(std::string_view in) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    const int v = val(c);
-    if (v < 0) continue;  // '=' padding
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xFF);
-    }
-  }
-  return out;
-}
-
-struct HfCorpus {
-  std::vector<std::string> texts;
-  std::vector<bool> invalid;
-};
-
-const HfCorpus& hf_corpus() {
-  static const HfCorpus c = [] {
-    HfCorpus r;
-    simdjson::dom::parser parser;
-    for (std::string_view s : parser.load(hf_fixture("text/corpus.json")).get_array()) r.texts.push_back(b64_decode(s));
-    r.invalid.assign(r.texts.size(), false);
-    for (int64_t i : parser.load(hf_fixture("text/corpus_invalid.json")).get_array()) r.invalid.at(i) = true;
-    return r;
-  }();
-  return c;
-}
-
-std::string ref_dir() {
-  const char* d = std::getenv("DELTAFIN_TEXT_REF");
-  if (!d || !*d)
-    FAIL("DELTAFIN_TEXT_REF is not set: run `node tests/text/reference_hf.mjs build/text-ref` and export "
-         "DELTAFIN_TEXT_REF=build/text-ref first");
-  return d;
-}
-
-// The reference ids: one entry per corpus string, nullopt for the invalid-UTF-8 ones.
-std::vector<std::optional<std::vector<int32_t>>> read_ref_ids(const std::string& path) {
-  simdjson::dom::parser parser;
-  std::vector<std::optional<std::vector<int32_t>>> out;
-  for (simdjson::dom::element e : parser.load(path).get_array()) {
-    if (e.is_null()) {
-      out.emplace_back();
-      continue;
-    }
-    std::vector<int32_t> ids;
-    for (int64_t v : e.get_array()) ids.push_back(static_cast<int32_t>(v));
-    out.emplace_back(std::move(ids));
-  }
-  return out;
-}
+std::string ref_dir() { return test::text_ref_dir("reference_hf.mjs"); }
 
 const Tokenizer& ref_tokenizer(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Tokenizer>> loaded;
@@ -106,12 +41,12 @@ std::string show(const std::vector<int32_t>& ids) {
 void check_against_reference(const std::string& name) {
   const std::string dir = ref_dir();
   const Tokenizer& tok = ref_tokenizer(name);
-  const auto ref = read_ref_ids(dir + "/" + name + "_ids.json");
-  const HfCorpus& c = hf_corpus();
+  const auto ref = test::read_ref_ids(dir + "/" + name + "_ids.json");
+  const test::TextCorpus& c = test::text_corpus();
   REQUIRE(ref.size() == c.texts.size());
   size_t compared = 0;
   for (size_t i = 0; i < c.texts.size(); ++i) {
-    if (c.invalid[i]) {
+    if (c.invalid.count(i)) {
       REQUIRE_FALSE(ref[i].has_value());
       continue;
     }
@@ -210,7 +145,7 @@ TEST_CASE("hf tokenizer: Qwen3 ids identical to transformers.js for every valid 
 }
 
 TEST_CASE("hf tokenizer: decode(encode(s)) round trips every corpus string, invalid UTF-8 included", "[tokenizer]") {
-  const HfCorpus& c = hf_corpus();
+  const test::TextCorpus& c = test::text_corpus();
   const Tokenizer& ds = ref_tokenizer("deepseek_v3");
   const auto& qw = dynamic_cast<const HfBpeTokenizer&>(ref_tokenizer("qwen3"));
   size_t changed_by_nfc = 0;

@@ -2,6 +2,7 @@
 // decoders against their format definitions, batch invariance of matmul_rows (bit-exact across
 // n_pos, strides, row ranges and thread counts), and ThreadPool coverage.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -20,8 +21,8 @@ using namespace deltafin::cpu;
 
 namespace {
 
-constexpr WeightFormat kFormats[] = {WeightFormat::F32, WeightFormat::F16, WeightFormat::BF16,
-                                     WeightFormat::F8_E4M3_BLOCK128};
+constexpr WeightFormat kFormats[] = {WeightFormat::F32,   WeightFormat::F16,  WeightFormat::BF16,
+                                     WeightFormat::F8_E4M3_BLOCK128, WeightFormat::MXFP4, WeightFormat::INT4_G32};
 
 const char* format_name(WeightFormat f) {
   switch (f) {
@@ -29,6 +30,8 @@ const char* format_name(WeightFormat f) {
     case WeightFormat::F16: return "F16";
     case WeightFormat::BF16: return "BF16";
     case WeightFormat::F8_E4M3_BLOCK128: return "F8_E4M3_BLOCK128";
+    case WeightFormat::MXFP4: return "MXFP4";
+    case WeightFormat::INT4_G32: return "INT4_G32";
   }
   return "?";
 }
@@ -40,7 +43,10 @@ struct TestMatrix {
   std::vector<float> f32;
   std::vector<uint16_t> u16;
   std::vector<uint8_t> u8;
-  std::vector<float> scales;
+  std::vector<uint32_t> u32;
+  std::vector<float> scales;        // F8_E4M3_BLOCK128
+  std::vector<uint8_t> scales_u8;   // MXFP4: E8M0
+  std::vector<uint16_t> scales_u16; // INT4_G32: bf16
 
   WeightView view() const {
     WeightView w;
@@ -52,13 +58,15 @@ struct TestMatrix {
       case WeightFormat::F16:
       case WeightFormat::BF16: w.data = u16.data(); break;
       case WeightFormat::F8_E4M3_BLOCK128: w.data = u8.data(); w.scales = scales.data(); break;
+      case WeightFormat::MXFP4: w.data = u8.data(); w.scales = scales_u8.data(); break;
+      case WeightFormat::INT4_G32: w.data = u32.data(); w.scales = scales_u16.data(); break;
     }
     return w;
   }
 };
 
 TestMatrix random_matrix(WeightFormat format, int64_t rows, int64_t cols, std::mt19937& rng) {
-  TestMatrix m{format, rows, cols, {}, {}, {}, {}};
+  TestMatrix m{format, rows, cols, {}, {}, {}, {}, {}, {}, {}};
   const auto n = static_cast<size_t>(rows * cols);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> bits16(0, 0xffff);
@@ -94,8 +102,43 @@ TestMatrix random_matrix(WeightFormat format, int64_t rows, int64_t cols, std::m
       for (int64_t i = 0; i < blocks; ++i) m.scales.push_back(scale(rng));
       break;
     }
+    case WeightFormat::MXFP4: {  // any codes; exponents 2^-17..2^3, now and then 2^-127 (subnormal)
+      REQUIRE(cols % 32 == 0);
+      for (int64_t i = 0; i < rows * cols / 2; ++i) m.u8.push_back(static_cast<uint8_t>(bits16(rng) & 0xff));
+      std::uniform_int_distribution<int> exponent(110, 130);
+      for (int64_t i = 0; i < rows * cols / 32; ++i)
+        m.scales_u8.push_back(static_cast<uint8_t>(bits16(rng) % 50 == 0 ? 0 : exponent(rng)));
+      break;
+    }
+    case WeightFormat::INT4_G32: {  // any words (padding nibbles too); bf16 scales of either sign
+      const int64_t words = (cols + 7) / 8, groups = (cols + 31) / 32;
+      for (int64_t i = 0; i < rows * words; ++i) {
+        const auto high = static_cast<uint32_t>(bits16(rng));
+        m.u32.push_back(high << 16 | static_cast<uint32_t>(bits16(rng)));
+      }
+      for (int64_t i = 0; i < rows * groups; ++i) {
+        uint32_t bits;
+        const float v = 0.02f * normal(rng);
+        std::memcpy(&bits, &v, 4);
+        m.scales_u16.push_back(static_cast<uint16_t>(bits >> 16));
+      }
+      break;
+    }
   }
   return m;
+}
+
+// W[r, k] of a packed test matrix, straight from the format definitions (weight_view.hpp).
+float packed_element(const TestMatrix& m, int64_t r, int64_t k) {
+  if (m.format == WeightFormat::MXFP4) {
+    const int code = (m.u8[r * (m.cols / 2) + k / 2] >> (4 * (k % 2))) & 0xf;
+    const int s = m.scales_u8[r * (m.cols / 32) + k / 32];
+    const double magnitude = std::ldexp(std::array<double, 8>{0, 0.5, 1, 1.5, 2, 3, 4, 6}[code & 7], s - 127);
+    return s == 255 ? NAN : static_cast<float>((code & 8) ? -magnitude : magnitude);
+  }
+  const int64_t words = (m.cols + 7) / 8, groups = (m.cols + 31) / 32;
+  const int u = static_cast<int>((m.u32[r * words + k / 8] >> (4 * (k % 8))) & 0xf);
+  return static_cast<float>((u - 8) * double{bf16_to_f32(m.scales_u16[r * groups + k / 32])});
 }
 
 std::vector<float> random_vector(size_t n, std::mt19937& rng) {
@@ -224,12 +267,148 @@ TEST_CASE("dequantize_row matches the scalar decoders for every code", "[kernels
   }
 }
 
+TEST_CASE("E2M1, E8M0 and int4 decode of every code", "[kernels]") {
+  const double magnitudes[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  for (int code = 0; code < 16; ++code) {
+    CAPTURE(code);
+    const float got = e2m1_to_f32(static_cast<uint8_t>(code));
+    CHECK(double{got} == ((code & 8) ? -magnitudes[code & 7] : magnitudes[code & 7]));
+    CHECK(std::signbit(got) == ((code & 8) != 0));  // code 8 is -0
+    CHECK(int4_to_f32(static_cast<uint8_t>(code)) == static_cast<float>(code - 8));
+  }
+  for (int s = 0; s < 256; ++s) {
+    CAPTURE(s);
+    const float got = e8m0_to_f32(static_cast<uint8_t>(s));
+    if (s == 255) {
+      CHECK(std::isnan(got));
+      continue;
+    }
+    CHECK(double{got} == std::ldexp(1.0, s - 127));
+  }
+  CHECK(e8m0_to_f32(0) == std::ldexp(1.0f, -127));
+  CHECK(std::fpclassify(e8m0_to_f32(0)) == FP_SUBNORMAL);
+  CHECK(e8m0_to_f32(127) == 1.0f);
+  CHECK(e8m0_to_f32(254) == std::ldexp(1.0f, 127));
+}
+
+TEST_CASE("dequantize_row decodes MXFP4: every code under every scale byte", "[kernels]") {
+  // 256 rows x 96 columns: row r has scale bytes r, 255 - r and (r * 7) % 256 for its three
+  // groups; each row holds all 16 codes in both nibble positions, at shifting lane offsets.
+  const int64_t rows = 256, cols = 96;
+  std::vector<uint8_t> data(rows * cols / 2), scales(rows * cols / 32);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < cols / 2; ++j) data[r * cols / 2 + j] = static_cast<uint8_t>((j * 17 + r * 5) & 0xff);
+    scales[r * 3 + 0] = static_cast<uint8_t>(r);
+    scales[r * 3 + 1] = static_cast<uint8_t>(255 - r);
+    scales[r * 3 + 2] = static_cast<uint8_t>((r * 7) & 0xff);
+  }
+  WeightView w;
+  w.format = WeightFormat::MXFP4;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = data.data();
+  w.scales = scales.data();
+  std::vector<float> out(cols);
+  int64_t checked = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(w, r, out.data());
+    for (int64_t k = 0; k < cols; ++k) {
+      const int code = (data[r * cols / 2 + k / 2] >> (4 * (k % 2))) & 0xf;
+      const int s = scales[r * 3 + k / 32];
+      CAPTURE(r, k, code, s);
+      // The definition, in double, rounded once to float (6 * 2^127 overflows to inf).
+      const double magnitude = std::ldexp(std::array<double, 8>{0, 0.5, 1, 1.5, 2, 3, 4, 6}[code & 7], s - 127);
+      const float want = s == 255 ? NAN : static_cast<float>((code & 8) ? -magnitude : magnitude);
+      CHECK(same_value(want, out[k]));
+      CHECK(same_value(e2m1_to_f32(static_cast<uint8_t>(code)) * e8m0_to_f32(static_cast<uint8_t>(s)), out[k]));
+      ++checked;
+    }
+  }
+  CHECK(checked == rows * cols);
+}
+
+TEST_CASE("dequantize_row decodes INT4_G32: every nibble under several scales", "[kernels]") {
+  // One row per scale; 45 columns (a lone vector, a partial word and a partial group), every
+  // nibble value at several offsets; padding nibbles of the last word hold garbage.
+  const uint16_t scale_bits[] = {0x3f80 /* 1 */,     0xbf00 /* -0.5 */, 0x3c60 /* 0.013671875 */,
+                                 0x0001 /* 2^-133 */, 0x7f7f /* max */,  0x8000 /* -0 */,
+                                 0x7f80 /* inf */,    0x7fc0 /* NaN */,  0x4640 /* 12288 */};
+  const int64_t rows = std::size(scale_bits), cols = 45, words = 6, groups = 2;
+  std::vector<uint32_t> data(rows * words);
+  std::vector<uint16_t> scales(rows * groups);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < words * 8; ++j) {
+      const uint32_t u = j < cols ? static_cast<uint32_t>((j + 3 * r) % 16) : 0xfu - (j % 16);
+      data[r * words + j / 8] |= u << (4 * (j % 8));
+    }
+    scales[r * groups + 0] = scale_bits[r];
+    scales[r * groups + 1] = scale_bits[(r + 1) % rows];
+  }
+  WeightView w;
+  w.format = WeightFormat::INT4_G32;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = data.data();
+  w.scales = scales.data();
+  std::vector<float> out(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(w, r, out.data());
+    for (int64_t k = 0; k < cols; ++k) {
+      const int u = static_cast<int>((data[r * words + k / 8] >> (4 * (k % 8))) & 0xf);
+      const float scale = bf16_to_f32(scales[r * groups + k / 32]);
+      CAPTURE(r, k, u, scale);
+      const float want = static_cast<float>(double(u - 8) * double{scale});  // exact unless it overflows
+      CHECK(same_value(want, out[k]));
+    }
+  }
+  // All 16 values appear in every row (nibble j of row r is (j + 3r) % 16 for j < 45).
+  CHECK(int4_to_f32(0) == -8.0f);
+  CHECK(int4_to_f32(8) == 0.0f);
+  CHECK(int4_to_f32(15) == 7.0f);
+}
+
+TEST_CASE("matmul_rows matches the reference on packed 4-bit formats", "[kernels]") {
+  std::mt19937 rng(4321);
+  const std::pair<int64_t, int64_t> int4_shapes[] = {{1, 7},  {7, 7},   {5, 33},  {13, 100}, {9, 3584},
+                                                     {3, 40}, {11, 45}, {130, 8}, {1, 1},    {4, 601}};
+  const std::pair<int64_t, int64_t> mxfp4_shapes[] = {{1, 32}, {7, 32}, {5, 64}, {130, 64}, {9, 3584}, {3, 96}};
+  for (WeightFormat f : {WeightFormat::INT4_G32, WeightFormat::MXFP4}) {
+    const bool int4 = f == WeightFormat::INT4_G32;
+    const auto* begin = int4 ? std::begin(int4_shapes) : std::begin(mxfp4_shapes);
+    const auto* end = int4 ? std::end(int4_shapes) : std::end(mxfp4_shapes);
+    for (const auto* shape = begin; shape != end; ++shape) {
+      const auto [rows, cols] = *shape;
+      const TestMatrix m = random_matrix(f, rows, cols, rng);
+      const WeightView w = m.view();
+      std::vector<float> row(cols);
+      bool exact = true;
+      for (int64_t r = 0; r < rows; ++r) {  // dequantize_row is exact, row strides included
+        dequantize_row(w, r, row.data());
+        for (int64_t k = 0; k < cols; ++k) exact = exact && same_value(row[k], packed_element(m, r, k));
+      }
+      CAPTURE(format_name(f), rows, cols);
+      CHECK(exact);
+      for (int64_t n_pos : {1, 2, 3, 4, 5, 9, 16}) {
+        const int64_t x_stride = cols + 3, y_stride = rows + 1;
+        const auto x = random_vector(static_cast<size_t>(n_pos * x_stride), rng);
+        std::vector<float> y_fast(n_pos * y_stride, -1.0f), y_ref(n_pos * y_stride, -1.0f);
+        matmul_rows(w, x.data(), x_stride, n_pos, y_fast.data(), y_stride, 0, rows);
+        matmul_rows_ref(w, x.data(), x_stride, n_pos, y_ref.data(), y_stride, 0, rows);
+        CAPTURE(format_name(f), rows, cols, n_pos);
+        CHECK(matmul_error(w, x.data(), x_stride, n_pos, y_fast.data(), y_ref.data(), y_stride) < 1e-5);
+        for (int64_t t = 0; t < n_pos; ++t) CHECK(y_fast[t * y_stride + rows] == -1.0f);  // padding
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul_rows matches matmul_rows_ref on every format and odd shapes", "[kernels]") {
   std::mt19937 rng(1234);
   const std::pair<int64_t, int64_t> shapes[] = {{1, 1},     {1, 7},     {7, 1},   {7, 7},    {129, 300},
                                                 {300, 129}, {576, 576}, {1, 576}, {130, 16}, {5, 33}};
   for (WeightFormat f : kFormats) {
     for (auto [rows, cols] : shapes) {
+      if (f == WeightFormat::MXFP4 && cols % 32 != 0) continue;
       const TestMatrix m = random_matrix(f, rows, cols, rng);
       const WeightView w = m.view();
       for (int64_t n_pos : {1, 2, 3, 4, 5, 9}) {
@@ -248,9 +427,11 @@ TEST_CASE("matmul_rows matches matmul_rows_ref on every format and odd shapes", 
 
 TEST_CASE("matmul_rows is batch invariant (bit-exact)", "[kernels]") {
   std::mt19937 rng(99);
-  const int64_t rows = 131, cols = 601, n_max = 9;  // cols: full chunks, a lone vector and a tail
+  const int64_t rows = 131, n_max = 9;
   for (WeightFormat f : kFormats) {
     CAPTURE(format_name(f));
+    // cols: full chunks, a lone vector and a tail; MXFP4 takes whole 32-column groups only.
+    const int64_t cols = f == WeightFormat::MXFP4 ? 608 : 601;
     const TestMatrix m = random_matrix(f, rows, cols, rng);
     const WeightView w = m.view();
     const int64_t x_stride = cols + 5;

@@ -2,6 +2,7 @@
 // tests/text/reference_tiktoken.mjs), Python tiktoken with Kimi's pattern (fixtures made by
 // tools/make_kimi_split_reference.py), round trips, special tokens and loader errors.
 #include "text/tiktoken_tokenizer.hpp"
+#include "tokenizer_test_util.hpp"
 #include "util/error.hpp"
 
 #include <catch2/catch.hpp>
@@ -18,72 +19,7 @@ using namespace deltafin;
 
 namespace {
 
-std::string fixture_path(const std::string& name) { return std::string(DELTAFIN_FIXTURES) + "/" + name; }
-
-std::string ref_dir() {
-  const char* dir = std::getenv("DELTAFIN_TEXT_REF");
-  if (!dir || !*dir)
-    FAIL("DELTAFIN_TEXT_REF is not set: run `node tests/text/reference_tiktoken.mjs build/text-ref` and export "
-         "DELTAFIN_TEXT_REF=build/text-ref");
-  return dir;
-}
-
-std::string b64decode(std::string_view in) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-  };
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    const int v = val(c);
-    if (v < 0) continue;  // '=' padding
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xFF);
-    }
-  }
-  return out;
-}
-
-struct Corpus {
-  std::vector<std::string> texts;
-  std::set<size_t> invalid;
-};
-
-const Corpus& corpus() {
-  static const Corpus c = [] {
-    Corpus c;
-    simdjson::dom::parser parser;
-    for (std::string_view s : parser.load(fixture_path("text/corpus.json")).get_array())
-      c.texts.push_back(b64decode(s));
-    for (int64_t i : parser.load(fixture_path("text/corpus_invalid.json")).get_array())
-      c.invalid.insert(static_cast<size_t>(i));
-    return c;
-  }();
-  return c;
-}
-
-// A JSON array (one entry per corpus string) of id arrays or null.
-std::vector<std::optional<std::vector<int32_t>>> read_ids(const std::string& path) {
-  simdjson::dom::parser parser;
-  std::vector<std::optional<std::vector<int32_t>>> out;
-  for (simdjson::dom::element e : parser.load(path).get_array()) {
-    if (e.is_null()) {
-      out.emplace_back(std::nullopt);
-      continue;
-    }
-    std::vector<int32_t> ids;
-    for (int64_t v : e.get_array()) ids.push_back(static_cast<int32_t>(v));
-    out.emplace_back(std::move(ids));
-  }
-  return out;
-}
+std::string ref_dir() { return test::text_ref_dir("reference_tiktoken.mjs"); }
 
 std::string show(const std::vector<int32_t>& ids) {
   std::string s;
@@ -124,8 +60,8 @@ std::string small_ranks(const std::string& extra) {
 }  // namespace
 
 TEST_CASE("o200k pattern: ids identical to js-tiktoken for every valid corpus string", "[tokenizer]") {
-  const auto ref = read_ids(ref_dir() + "/o200k_ids.json");
-  const Corpus& c = corpus();
+  const auto ref = test::read_ref_ids(ref_dir() + "/o200k_ids.json");
+  const test::TextCorpus& c = test::text_corpus();
   REQUIRE(ref.size() == c.texts.size());
   size_t compared = 0;
   for (size_t i = 0; i < c.texts.size(); ++i) {
@@ -140,7 +76,7 @@ TEST_CASE("o200k pattern: ids identical to js-tiktoken for every valid corpus st
 }
 
 TEST_CASE("tiktoken: decode(encode(s)) == s for every corpus string, invalid UTF-8 included", "[tokenizer]") {
-  const Corpus& c = corpus();
+  const test::TextCorpus& c = test::text_corpus();
   REQUIRE(c.texts.size() == 584);
   for (size_t i = 0; i < c.texts.size(); ++i) {
     INFO("corpus[" << i << "]");
@@ -194,9 +130,9 @@ TEST_CASE("tiktoken: special tokens split first when allowed, longest match", "[
 }
 
 TEST_CASE("Kimi pattern: ids identical to Python tiktoken (kimi_pattern_o200k_ids.json)", "[tokenizer]") {
-  const std::string path = fixture_path("text/kimi_pattern_o200k_ids.json");  // tools/make_kimi_split_reference.py
-  const auto ref = read_ids(path);
-  const Corpus& c = corpus();
+  const std::string path = test::fixture("text/kimi_pattern_o200k_ids.json");  // tools/make_kimi_split_reference.py
+  const auto ref = test::read_ref_ids(path);
+  const test::TextCorpus& c = test::text_corpus();
   REQUIRE(ref.size() == c.texts.size());
   for (size_t i = 0; i < c.texts.size(); ++i) {
     if (c.invalid.count(i)) continue;
@@ -208,10 +144,10 @@ TEST_CASE("Kimi pattern: ids identical to Python tiktoken (kimi_pattern_o200k_id
 }
 
 TEST_CASE("Kimi pattern: pieces identical to Python regex (kimi_pattern_pieces.json)", "[tokenizer]") {
-  const std::string path = fixture_path("text/kimi_pattern_pieces.json");  // tools/make_kimi_split_reference.py
+  const std::string path = test::fixture("text/kimi_pattern_pieces.json");  // tools/make_kimi_split_reference.py
   simdjson::dom::parser parser;
   simdjson::dom::array all = parser.load(path).get_array();
-  const Corpus& c = corpus();
+  const test::TextCorpus& c = test::text_corpus();
   REQUIRE(all.size() == c.texts.size());
   size_t i = 0;
   for (simdjson::dom::element e : all) {
@@ -314,7 +250,7 @@ TEST_CASE("tiktoken: ASCII fast path splits exactly like PCRE2 alone", "[tokeniz
       REQUIRE(tok->split(s, true) == tok->split(s, false));
     }
   }
-  const Corpus& c = corpus();
+  const test::TextCorpus& c = test::text_corpus();
   for (size_t i = 0; i < c.texts.size(); ++i) {
     INFO("corpus[" << i << "]");
     CHECK(o200k().split(c.texts[i], true) == o200k().split(c.texts[i], false));

@@ -3,7 +3,13 @@
 
 #include <simdjson.h>
 
+#include <catch2/catch.hpp>
+
 #include <array>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -55,6 +61,59 @@ inline CommandResult run_deltafin(const std::string& args) {
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// A private copy of a fixture directory that a test may damage; removed afterwards.
+struct ScratchModel {
+  std::filesystem::path dir;
+  explicit ScratchModel(const std::string& fixture) {
+    dir = std::filesystem::temp_directory_path() /
+          ("deltafin-bad-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(test::fixture(fixture), dir);
+  }
+  ~ScratchModel() { std::filesystem::remove_all(dir); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  std::string read(const std::string& name) const {
+    std::ifstream in(dir / name, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  void write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(dir / name, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  // Replaces the first occurrence of `from` by `to` (same length) in a file.
+  void patch(const std::string& name, const std::string& from, const std::string& to) const {
+    REQUIRE(from.size() == to.size());
+    std::string bytes = read(name);
+    const size_t at = bytes.find(from);
+    REQUIRE(at != std::string::npos);
+    bytes.replace(at, from.size(), to);
+    write(name, bytes);
+  }
+  // Replaces every occurrence of `from` by `to` (same length) in a file.
+  void patch_all(const std::string& name, const std::string& from, const std::string& to) const {
+    std::string bytes = read(name);
+    for (size_t at = bytes.find(from); at != std::string::npos; at = bytes.find(from, at + to.size()))
+      bytes.replace(at, from.size(), to);
+    write(name, bytes);
+  }
+};
+
+// `deltafin logits` over a damaged model must fail with one line "deltafin: ..." containing every
+// string of `must_contain`, exit code 1, and no output file.
+inline void expect_model_error(const ScratchModel& m, const std::vector<std::string>& must_contain) {
+  const auto r = run_deltafin("logits -m " + m.dir.string() + " --tokens 1,2,3 --out " + (m.dir / "out.npy").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.rfind("deltafin: ", 0) == 0);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  for (const std::string& s : must_contain) CHECK(r.output.find(s) != std::string::npos);
+  CHECK(!std::filesystem::exists(m.dir / "out.npy"));
 }
 
 }  // namespace deltafin::test

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <type_traits>
 
 #include <hwy/highway.h>
 
@@ -81,6 +82,82 @@ struct RowFp8 {
   float at(int64_t k) const { return table[w[k]] * scales[k >> 7]; }
 };
 
+// 4-bit formats (MXFP4, INT4_G32): two codes a byte, column 2j in the low nibble of row byte j
+// (INT4's little-endian int32 words give the same byte order). Every E2M1 value and every int in
+// [-8, 7] is an fp16 whose low byte is zero, so a 16-entry byte table (one TableLookupBytes) turns
+// each code into the high byte of its fp16, which widens to fp32 exactly; times the group's fp32
+// scale that is one correctly rounded product of the same two values the reference multiplies.
+// A vector never straddles a 32-column scale group: k is a multiple of the lanes decoded at once,
+// which divide 32 (at most 16 fp32 lanes).
+// E8M0 byte -> fp32 (e8m0_to_f32 for all 256; a load is cheaper than building the bits each time).
+constexpr std::array<float, 256> kE8m0 = [] {
+  std::array<float, 256> t{};
+  for (int s = 0; s < 256; ++s) t[s] = e8m0_to_f32(static_cast<uint8_t>(s));
+  return t;
+}();
+
+struct Mxfp4Codes {
+  using Scale = uint8_t;  // E8M0
+  alignas(16) static constexpr uint8_t kFp16High[16] = {0x00, 0x38, 0x3c, 0x3e, 0x40, 0x42, 0x44, 0x46,
+                                                        0x80, 0xb8, 0xbc, 0xbe, 0xc0, 0xc2, 0xc4, 0xc6};
+  static float value(uint8_t code) { return e2m1_to_f32(code); }
+  static float scale(Scale s) { return kE8m0[s]; }
+};
+
+struct Int4Codes {
+  using Scale = uint16_t;  // bf16
+  alignas(16) static constexpr uint8_t kFp16High[16] = {0xc8, 0xc7, 0xc6, 0xc5, 0xc4, 0xc2, 0xc0, 0xbc,
+                                                        0x00, 0x3c, 0x40, 0x42, 0x44, 0x45, 0x46, 0x47};
+  static float value(uint8_t code) { return int4_to_f32(code); }
+  static float scale(Scale s) { return bf16_to_f32(s); }
+};
+
+#if HWY_TARGET != HWY_SCALAR
+static_assert(HWY_HAVE_SCALABLE || HWY_MAX_BYTES <= 64, "4-bit decode assumes 2 vectors of fp32 fit a 32-column group");
+
+// The fp16 high bytes of `codes` (one code 0..15 a byte lane), via the table replicated per 128 bits.
+template <class Codes, class D8>
+HWY_INLINE hn::Vec<D8> nibble_fp16_high(D8 d8, hn::Vec<D8> codes) {
+  if constexpr (hn::MaxLanes(D8()) >= 16) {
+    return hn::TableLookupBytes(hn::LoadDup128(d8, Codes::kFp16High), codes);
+  } else {
+    return hn::TableLookupBytes(hn::LoadU(hn::Full128<uint8_t>(), Codes::kFp16High), codes);
+  }
+}
+
+// Packed bytes (one u16 lane each) -> their two codes as bytes, low nibble first: column order.
+template <class D16>
+HWY_INLINE hn::Vec<D16> spread_nibbles(D16 d16, hn::Vec<D16> bytes) {
+  return hn::And(hn::Or(bytes, hn::ShiftLeft<4>(bytes)), hn::Set(d16, 0x0f0f));
+}
+#endif
+
+template <class Codes>
+struct RowNibble {
+  const uint8_t* w;                     // this row's packed bytes
+  const typename Codes::Scale* scales;  // this row's group scales: [ceil(cols/32)]
+
+  VF vec(DF df, int64_t k) const {
+#if HWY_TARGET == HWY_SCALAR
+    return hn::Set(df, at(k));
+#else
+    const hn::Half<hn::Rebind<uint8_t, DF>> dh8;     // lanes/2 packed bytes
+    const hn::Half<hn::Rebind<uint16_t, DF>> dh16;
+    const hn::Repartition<uint8_t, decltype(dh16)> d8;  // lanes codes
+    const hn::Rebind<uint16_t, DF> d16;
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    const auto bytes = hn::PromoteTo(dh16, hn::LoadU(dh8, w + (k >> 1)));
+    const auto high = nibble_fp16_high<Codes>(d8, hn::BitCast(d8, spread_nibbles(dh16, bytes)));
+    const auto bits = hn::ShiftLeft<8>(hn::PromoteTo(d16, high));
+    return hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, bits)), hn::Set(df, Codes::scale(scales[k >> 5])));
+#endif
+  }
+  float at(int64_t k) const {
+    const auto code = static_cast<uint8_t>((w[k >> 1] >> (4 * (k & 1))) & 0xf);
+    return Codes::value(code) * Codes::scale(scales[k >> 5]);
+  }
+};
+
 // Columns [k, k + 2 lanes) of a row as two vectors; fp8 overloads it with a double-width decode.
 template <class Row>
 HWY_INLINE void vec2(const Row& row, DF df, int64_t k, VF& w0, VF& w1) {
@@ -103,6 +180,67 @@ HWY_INLINE void vec2(const RowFp8& row, DF df, int64_t k, VF& w0, VF& w1) {
   w1 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::UpperHalf(dh, bits))), scale);
 #endif
 }
+
+#if HWY_TARGET == HWY_SCALAR
+template <class Codes>
+HWY_INLINE void vec2(const RowNibble<Codes>& row, DF df, int64_t k, VF& w0, VF& w1) {
+  w0 = row.vec(df, k);
+  w1 = row.vec(df, k + 1);
+}
+#else
+// 2 lanes of columns from `packed` (lanes bytes), all in one scale group.
+template <class Codes>
+HWY_INLINE void nibble_vec2(const uint8_t* packed, DF df, VF scale, VF& w0, VF& w1) {
+  const hn::Rebind<uint8_t, DF> d8;                      // lanes packed bytes
+  const hn::Rebind<uint16_t, DF> d16;
+  const hn::Repartition<uint8_t, decltype(d16)> d8x2;  // 2 lanes codes
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  const auto bytes = hn::PromoteTo(d16, hn::LoadU(d8, packed));
+  const auto high = nibble_fp16_high<Codes>(d8x2, hn::BitCast(d8x2, spread_nibbles(d16, bytes)));
+  const auto zero = hn::Zero(d8x2);
+  w0 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::ZipLower(d16, zero, high))), scale);
+  w1 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::ZipUpper(d16, zero, high))), scale);
+}
+
+template <class Codes>
+HWY_INLINE void vec2(const RowNibble<Codes>& row, DF df, int64_t k, VF& w0, VF& w1) {
+  nibble_vec2<Codes>(row.w + (k >> 1), df, hn::Set(df, Codes::scale(row.scales[k >> 5])), w0, w1);
+}
+
+// Columns [k, k + 4 lanes): the same four vectors as two vec2 calls, decoding the group scale once
+// where 4 lanes fit one group (8 fp32 lanes or fewer). AVX2 decodes the 16 bytes in one 256-bit
+// pass: the byte ops work per 128-bit block, so the zips hold columns 0..7 | 16..23 and 8..15 | 24..31.
+template <class Codes>
+HWY_INLINE void vec4(const RowNibble<Codes>& row, DF df, int64_t k, VF& w0, VF& w1, VF& w2, VF& w3) {
+  constexpr int64_t n = static_cast<int64_t>(hn::MaxLanes(DF()));
+  const VF scale0 = hn::Set(df, Codes::scale(row.scales[k >> 5]));
+  const VF scale1 = 4 * n <= 32 ? scale0 : hn::Set(df, Codes::scale(row.scales[(k + 2 * n) >> 5]));
+#if HWY_TARGET == HWY_AVX2
+  const hn::Full128<uint8_t> d8;
+  const hn::Full256<uint16_t> d16;
+  const hn::Full256<uint8_t> d8x2;
+  const hn::Full128<uint16_t> dh16;
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  const auto bytes = hn::PromoteTo(d16, hn::LoadU(d8, row.w + (k >> 1)));
+  const auto codes = hn::BitCast(d8x2, spread_nibbles(d16, bytes));
+  const auto high = hn::TableLookupBytes(hn::LoadDup128(d8x2, Codes::kFp16High), codes);
+  const auto zero = hn::Zero(d8x2);
+  const auto lo = hn::ZipLower(d16, zero, high);  // cols 0..7 | 16..23
+  const auto hi = hn::ZipUpper(d16, zero, high);  // cols 8..15 | 24..31
+  w0 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::LowerHalf(dh16, lo))), scale0);
+  w1 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::LowerHalf(dh16, hi))), scale0);
+  w2 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::UpperHalf(dh16, lo))), scale1);
+  w3 = hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, hn::UpperHalf(dh16, hi))), scale1);
+#else
+  nibble_vec2<Codes>(row.w + (k >> 1), df, scale0, w0, w1);
+  nibble_vec2<Codes>(row.w + (k >> 1) + n, df, scale1, w2, w3);
+#endif
+}
+#endif
+
+// Whether a row decoder has vec4 (then dot_tile takes 4 vectors a step; the recipe is unchanged).
+template <class Row>
+constexpr bool kHasVec4 = requires(const Row& row, DF df, VF& w) { vec4(row, df, int64_t{0}, w, w, w, w); };
 
 const float* fp8_table() {
   static const std::array<float, 256> table = [] {
@@ -131,7 +269,18 @@ struct LayoutFp8 {
   const float* table = fp8_table();
   RowFp8 row(int64_t r) const {
     const auto* data = static_cast<const uint8_t*>(wv.data);
-    return {data + r * wv.cols, wv.scales + (r >> 7) * wv.scale_cols(), table};
+    return {data + r * wv.cols, static_cast<const float*>(wv.scales) + (r >> 7) * wv.scale_cols(), table};
+  }
+};
+
+template <class Codes>
+struct LayoutNibble {
+  const WeightView& wv;
+  const int64_t row_bytes = wv.packed_row_bytes();
+  const int64_t groups = wv.group_cols();
+  RowNibble<Codes> row(int64_t r) const {
+    return {static_cast<const uint8_t*>(wv.data) + r * row_bytes,
+            static_cast<const typename Codes::Scale*>(wv.scales) + r * groups};
   }
 };
 
@@ -150,6 +299,27 @@ HWY_INLINE void dot_tile(const Layout& layout, int64_t r0, const float* const (&
   }
 
   int64_t k = 0;
+  if constexpr (kHasVec4<std::remove_reference_t<decltype(rows[0])>>) {  // two steps of the loop below at once
+    for (; k + 4 * n <= cols; k += 4 * n) {
+      VF x0[P], x1[P], x2[P], x3[P];
+      HWY_UNROLL(4) for (int p = 0; p < P; ++p) {
+        x0[p] = hn::LoadU(df, xs[p] + k);
+        x1[p] = hn::LoadU(df, xs[p] + k + n);
+        x2[p] = hn::LoadU(df, xs[p] + k + 2 * n);
+        x3[p] = hn::LoadU(df, xs[p] + k + 3 * n);
+      }
+      HWY_UNROLL(4) for (int i = 0; i < R; ++i) {
+        VF w0, w1, w2, w3;
+        vec4(rows[i], df, k, w0, w1, w2, w3);
+        HWY_UNROLL(4) for (int p = 0; p < P; ++p) {
+          acc0[i][p] = hn::MulAdd(w0, x0[p], acc0[i][p]);
+          acc1[i][p] = hn::MulAdd(w1, x1[p], acc1[i][p]);
+          acc0[i][p] = hn::MulAdd(w2, x2[p], acc0[i][p]);
+          acc1[i][p] = hn::MulAdd(w3, x3[p], acc1[i][p]);
+        }
+      }
+    }
+  }
   for (; k + 2 * n <= cols; k += 2 * n) {
     VF x0[P], x1[P];
     HWY_UNROLL(4) for (int p = 0; p < P; ++p) {
@@ -247,6 +417,12 @@ void matmul_rows(const WeightView& w, const float* x, int64_t x_stride, int64_t 
       return matmul_layout(LayoutBF16{w}, 2 * cols, x, x_stride, n_pos, y, y_stride, row_begin, row_end);
     case WeightFormat::F8_E4M3_BLOCK128:
       return matmul_layout(LayoutFp8{w}, cols, x, x_stride, n_pos, y, y_stride, row_begin, row_end);
+    case WeightFormat::MXFP4:
+      return matmul_layout(LayoutNibble<Mxfp4Codes>{w}, cols / 2 + cols / 32 + 1, x, x_stride, n_pos, y, y_stride,
+                           row_begin, row_end);
+    case WeightFormat::INT4_G32:
+      return matmul_layout(LayoutNibble<Int4Codes>{w}, cols / 2 + cols / 16 + 1, x, x_stride, n_pos, y, y_stride,
+                           row_begin, row_end);
   }
 }
 
@@ -256,6 +432,8 @@ void dequantize_row(const WeightView& w, int64_t r, float* out) {
     case WeightFormat::F16: return dequantize_layout(LayoutF16{w}, r, out);
     case WeightFormat::BF16: return dequantize_layout(LayoutBF16{w}, r, out);
     case WeightFormat::F8_E4M3_BLOCK128: return dequantize_layout(LayoutFp8{w}, r, out);
+    case WeightFormat::MXFP4: return dequantize_layout(LayoutNibble<Mxfp4Codes>{w}, r, out);
+    case WeightFormat::INT4_G32: return dequantize_layout(LayoutNibble<Int4Codes>{w}, r, out);
   }
 }
 

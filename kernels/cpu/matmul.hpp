@@ -28,7 +28,7 @@ void dequantize_row(const WeightView& w, int64_t r, float* out);
 
 // Exact scalar decoders of single stored elements: the definitions the fast paths are tested
 // against.
-inline float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
+constexpr float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
 
 inline float f16_to_f32(uint16_t bits) {
   const int exponent = (bits >> 10) & 0x1f;
@@ -53,5 +53,23 @@ inline float fp8_e4m3_to_f32(uint8_t bits) {
                               : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
   return (bits & 0x80) ? -magnitude : magnitude;
 }
+
+// OCP fp4 E2M1 (low 4 bits of `code`): bit 3 sign, bits 0..2 index {0, .5, 1, 1.5, 2, 3, 4, 6}.
+// Code 8 is -0.
+inline float e2m1_to_f32(uint8_t code) {
+  constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float magnitude = kMagnitude[code & 7];
+  return (code & 8) ? -magnitude : magnitude;
+}
+
+// OCP E8M0 scale: 2^(s - 127), built from the exponent bits: s << 23 for s in 1..254; s = 0 is
+// the subnormal 2^-127 (mantissa bit 22); s = 255 is NaN (exponent all ones, mantissa bit 22).
+constexpr float e8m0_to_f32(uint8_t s) {
+  const uint32_t bits = (uint32_t{s} << 23) | (s == 0 || s == 255 ? 0x00400000u : 0u);
+  return std::bit_cast<float>(bits);
+}
+
+// Offset-binary int4 (low 4 bits of `code`): q = code - 8 in [-8, 7].
+inline float int4_to_f32(uint8_t code) { return static_cast<float>(int{code & 15} - 8); }
 
 }  // namespace deltafin::cpu

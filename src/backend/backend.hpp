@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "cpu/k3_ops.hpp"
 #include "cpu/mla_attention.hpp"
 #include "cpu/weight_view.hpp"
 
@@ -32,6 +33,16 @@ class Backend {
   // MLA attention of one query over n_ctx cached positions (see cpu/mla_attention.hpp).
   virtual void mla_attention(const cpu::MlaShape& s, const WeightView& kv_b, const float* q,
                              const float* cache_c, const float* cache_pe, int64_t n_ctx, float* out) = 0;
+
+  // Kimi K3 ops (see cpu/k3_ops.hpp).
+  virtual void situ_mul(float* gate, const float* up, int64_t n, float beta, float linear_beta) = 0;
+  virtual void short_conv_silu(const float* w, float* window, const float* u, int64_t n, int64_t channels,
+                               int64_t taps, float* y) = 0;
+  // One token of the KDA delta rule over all heads; state [heads, key_dim, value_dim].
+  virtual void kda_step(float* state, const float* q, const float* k, const float* v, const float* alpha,
+                        const float* beta, int64_t heads, int64_t key_dim, int64_t value_dim, float* o) = 0;
+  virtual void attn_res_mix(const float* const* candidates, int64_t m, const float* w, int64_t dim, float eps,
+                            float* out) = 0;
 };
 
 // The CPU backend with `threads` workers (0: one per hardware thread).

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "backend/backend.hpp"
+#include "cpu/k3_ops.hpp"
 #include "cpu/matmul.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/vec_ops.hpp"
@@ -47,6 +48,27 @@ class CpuBackend final : public Backend {
     pool_.parallel_for(s.heads, [&](int64_t begin, int64_t end) {
       cpu::mla_attention(s, kv_b, q, cache_c, cache_pe, n_ctx, out, begin, end);
     });
+  }
+
+  void situ_mul(float* gate, const float* up, int64_t n, float beta, float linear_beta) override {
+    cpu::situ_mul(gate, up, n, beta, linear_beta);
+  }
+
+  void short_conv_silu(const float* w, float* window, const float* u, int64_t n, int64_t channels, int64_t taps,
+                       float* y) override {
+    cpu::short_conv_silu(w, window, u, n, channels, taps, y);
+  }
+
+  void kda_step(float* state, const float* q, const float* k, const float* v, const float* alpha, const float* beta,
+                int64_t heads, int64_t key_dim, int64_t value_dim, float* o) override {
+    pool_.parallel_for(heads, [&](int64_t begin, int64_t end) {
+      cpu::kda_step(state, q, k, v, alpha, beta, key_dim, value_dim, o, begin, end);
+    });
+  }
+
+  void attn_res_mix(const float* const* candidates, int64_t m, const float* w, int64_t dim, float eps,
+                    float* out) override {
+    cpu::attn_res_mix(candidates, m, w, dim, eps, out);
   }
 
  private:

@@ -1,38 +1,79 @@
-// Engine and Session over the K2-family model, the CPU backend and the synchronous expert store.
+// Engine and Session over the model families (K2/DeepSeek-V3 and K3), the CPU backend and the
+// synchronous expert store. One template serves both families; they differ in their config,
+// expert table, model and timeline state:
+//   K2: the state is an append-only latent KV cache, so rewinding only moves the position.
+//   K3: KDA layers carry a recurrent state, so a session keeps snapshots of the state taken
+//       before recent appends; rewinding restores the latest snapshot at or before the target
+//       and replays the tokens up to it (kernels are deterministic, so the state is bit-identical
+//       to never having gone further).
 #include <deltafin/engine.hpp>
+
+#include <deque>
+#include <filesystem>
 
 #include "backend/backend.hpp"
 #include "io/expert_store.hpp"
 #include "model/k2_model.hpp"
+#include "model/k3_model.hpp"
 #include "util/error.hpp"
+#include "weights/model_family.hpp"
 #include "weights/weight_index.hpp"
 
 namespace deltafin {
 namespace {
 
-class K2Engine;
+struct K2Family {
+  using Config = ModelConfig;
+  using Model = K2Model;
+  using State = LatentKvCache;
+  static constexpr bool kRecurrent = false;
+  static Config load(const std::string& path) { return load_model_config(path); }
+  static ExpertTable experts(const WeightIndex& index, const Config& c) { return k2_expert_table(index, c); }
+  static State new_state(const Model& m) { return m.new_cache(); }
+  static std::string name(const Config& c) { return fmt::format("{} (DeepSeek-V3 architecture)", c.model_type); }
+  static int64_t vocab(const Config& c) { return c.vocab_size; }
+  static int64_t eos(const Config& c) { return c.eos_token_id; }
+};
 
-class K2Session final : public Session {
+struct K3Family {
+  using Config = K3Config;
+  using Model = K3Model;
+  using State = K3State;
+  static constexpr bool kRecurrent = true;
+  static Config load(const std::string& path) { return load_k3_config(path); }
+  static ExpertTable experts(const WeightIndex& index, const Config& c) { return k3_expert_table(index, c); }
+  static State new_state(const Model& m) { return m.new_state(); }
+  static std::string name(const Config&) { return "kimi_k3 (KDA + gated MLA hybrid)"; }
+  static int64_t vocab(const Config& c) { return c.vocab_size; }
+  static int64_t eos(const Config& c) { return c.eos_token_id; }
+};
+
+template <class F>
+class ModelSession final : public Session {
  public:
-  K2Session(K2Model& model, int64_t chunk) : model_(model), cache_(model.new_cache()), chunk_(chunk) {}
+  static constexpr size_t kSnapshots = 4;  // recurrent state kept from before the last appends
+
+  ModelSession(typename F::Model& model, int64_t chunk) : model_(model), state_(F::new_state(model)), chunk_(chunk) {}
 
   std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) override {
-    const int64_t vocab = model_.config().vocab_size;
+    const int64_t vocab = F::vocab(model_.config());
     const int64_t n = static_cast<int64_t>(tokens.size());
     if (n == 0) fail("nothing to append: the token list is empty");
+    if constexpr (F::kRecurrent) {
+      snapshots_.push_back({position_, state_});
+      if (snapshots_.size() > kSnapshots) snapshots_.pop_front();
+    }
     std::vector<float> logits(all_logits ? n * vocab : vocab);
     for (int64_t done = 0; done < n;) {
       const int64_t m = std::min(chunk_, n - done);
       const bool last = done + m == n;
-      float* dst = all_logits ? logits.data() + done * vocab : logits.data();
-      if (all_logits || last) model_.forward(cache_, tokens.data() + done, m, position_, dst, all_logits);
-      else {
-        std::vector<float> ignored(vocab);
-        model_.forward(cache_, tokens.data() + done, m, position_, ignored.data(), false);
-      }
+      std::vector<float> ignored(all_logits || last ? 0 : vocab);
+      float* dst = all_logits ? logits.data() + done * vocab : last ? logits.data() : ignored.data();
+      model_.forward(state_, tokens.data() + done, m, position_, dst, all_logits);
       position_ += m;
       done += m;
     }
+    history_.insert(history_.end(), tokens.begin(), tokens.end());
     return logits;
   }
 
@@ -40,35 +81,56 @@ class K2Session final : public Session {
 
   void rewind(int64_t pos) override {
     if (pos < 0 || pos > position_) fail("cannot rewind to position {} (session is at {})", pos, position_);
+    if constexpr (F::kRecurrent) {
+      if (pos == position_) return;
+      while (!snapshots_.empty() && snapshots_.back().first > pos) snapshots_.pop_back();
+      int64_t from = 0;
+      if (snapshots_.empty()) {
+        state_ = F::new_state(model_);
+      } else {
+        from = snapshots_.back().first;
+        state_ = snapshots_.back().second;
+      }
+      std::vector<float> ignored(F::vocab(model_.config()));
+      for (int64_t done = from; done < pos;) {  // replay what the snapshot lacks, in the same passes
+        const int64_t m = std::min(chunk_, pos - done);
+        model_.forward(state_, history_.data() + done, m, done, ignored.data(), false);
+        done += m;
+      }
+    }
     position_ = pos;
+    history_.resize(pos);
   }
 
  private:
-  K2Model& model_;
-  LatentKvCache cache_;
+  typename F::Model& model_;
+  typename F::State state_;
   int64_t chunk_;
   int64_t position_ = 0;
+  std::vector<int32_t> history_;
+  std::deque<std::pair<int64_t, typename F::State>> snapshots_;  // (position, state there)
 };
 
-class K2Engine final : public Engine {
+template <class F>
+class ModelEngine final : public Engine {
  public:
-  explicit K2Engine(const EngineOptions& o)
+  explicit ModelEngine(const EngineOptions& o)
       : options_(o),
+        config_(F::load((std::filesystem::path(o.model_dir) / "config.json").string())),
         index_(WeightIndex::open(o.model_dir)),
+        experts_(F::experts(*index_, config_)),
         backend_(make_cpu_backend(o.threads)),
-        store_(*index_, static_cast<uint64_t>(o.cache_gb * 1e9)),
-        model_(*index_, *backend_, store_) {
-    if (o.chunk <= 0) fail("--chunk must be positive (got {})", o.chunk);
-    const ModelConfig& c = index_->config();
-    summary_.architecture = fmt::format("{} (DeepSeek-V3 architecture)", c.model_type);
-    summary_.vocab_size = c.vocab_size;
-    summary_.eos_token_id = c.eos_token_id;
+        store_(*index_, experts_, static_cast<uint64_t>(o.cache_gb * 1e9)),
+        model_(*index_, config_, *backend_, store_) {
+    summary_.architecture = F::name(config_);
+    summary_.vocab_size = F::vocab(config_);
+    summary_.eos_token_id = F::eos(config_);
     summary_.spine_bytes = model_.spine_bytes();
   }
 
   const ModelSummary& summary() const override { return summary_; }
 
-  std::unique_ptr<Session> new_session() override { return std::make_unique<K2Session>(model_, options_.chunk); }
+  std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, options_.chunk); }
 
   EngineStats stats() const override {
     const ExpertStoreStats s = store_.stats();
@@ -79,10 +141,12 @@ class K2Engine final : public Engine {
 
  private:
   EngineOptions options_;
+  typename F::Config config_;
   std::unique_ptr<WeightIndex> index_;
+  ExpertTable experts_;
   std::unique_ptr<Backend> backend_;
   ExpertStore store_;
-  K2Model model_;
+  typename F::Model model_;
   ModelSummary summary_;
 };
 
@@ -90,7 +154,13 @@ class K2Engine final : public Engine {
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
   if (options.cache_gb < 0) fail("--cache-gb must be >= 0 (got {})", options.cache_gb);
-  return std::make_unique<K2Engine>(options);
+  if (options.chunk <= 0) fail("--chunk must be positive (got {})", options.chunk);
+  const std::string config = (std::filesystem::path(options.model_dir) / "config.json").string();
+  switch (detect_model_family(config)) {
+    case ModelFamily::KimiK2: return std::make_unique<ModelEngine<K2Family>>(options);
+    case ModelFamily::KimiK3: return std::make_unique<ModelEngine<K3Family>>(options);
+  }
+  fail("{}: unknown model family", config);
 }
 
 }  // namespace deltafin

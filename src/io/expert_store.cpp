@@ -1,6 +1,10 @@
 // ExpertStore: a byte-budgeted LRU cache over synchronous reads of expert tensors.
 #include "io/expert_store.hpp"
 
+#include <cstring>
+
+#include "util/error.hpp"
+
 namespace deltafin {
 namespace {
 
@@ -8,10 +12,11 @@ constexpr uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
 
-ExpertStore::ExpertStore(const WeightIndex& index, uint64_t budget_bytes) : index_(index), budget_(budget_bytes) {}
+ExpertStore::ExpertStore(const WeightIndex& index, const ExpertTable& experts, uint64_t budget_bytes)
+    : index_(index), experts_(experts), budget_(budget_bytes) {}
 
 ExpertHandle ExpertStore::read(int64_t layer, int64_t expert) const {
-  const ExpertRef& ref = index_.expert(layer, expert);
+  const ExpertRef& ref = experts_.at(layer, expert);
   uint64_t total = 0;
   for (const MatrixRef& m : ref.proj) total += align64(m.weight.info->nbytes) + (m.scale.info ? align64(m.scale.info->nbytes) : 0);
   auto out = std::make_shared<ExpertWeights>();
@@ -30,7 +35,10 @@ ExpertHandle ExpertStore::read(int64_t layer, int64_t expert) const {
     cursor += align64(m.weight.info->nbytes);
     if (m.scale.info) {
       index_.read(m.scale, cursor);
-      view.scales = reinterpret_cast<const float*>(cursor);
+      if (m.format == WeightFormat::MXFP4 && std::memchr(cursor, 0xFF, m.scale.info->nbytes))
+        fail("{}: tensor '{}.weight_scale' holds the E8M0 NaN byte 0xFF (corrupt checkpoint?)",
+             index_.shard_path(m.scale.shard), m.name);
+      view.scales = cursor;
       cursor += align64(m.scale.info->nbytes);
     }
   }

@@ -15,6 +15,7 @@
 
 #include "cpu/weight_view.hpp"
 #include "io/aligned_buffer.hpp"
+#include "weights/expert_table.hpp"
 #include "weights/weight_index.hpp"
 
 namespace deltafin {
@@ -38,7 +39,7 @@ struct ExpertStoreStats {
 
 class ExpertStore {
  public:
-  ExpertStore(const WeightIndex& index, uint64_t budget_bytes);
+  ExpertStore(const WeightIndex& index, const ExpertTable& experts, uint64_t budget_bytes);
 
   ExpertHandle acquire(int64_t layer, int64_t expert);
   ExpertStoreStats stats() const;
@@ -55,6 +56,7 @@ class ExpertStore {
   void make_room(uint64_t bytes);
 
   const WeightIndex& index_;
+  const ExpertTable& experts_;
   uint64_t budget_;
   mutable std::mutex mutex_;
   std::unordered_map<Key, Entry> cache_;

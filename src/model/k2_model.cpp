@@ -2,7 +2,6 @@
 #include "model/k2_model.hpp"
 
 #include <algorithm>
-#include <map>
 
 #include "model/router.hpp"
 #include "util/error.hpp"
@@ -22,13 +21,22 @@ SpineMatrix K2Model::load(const std::string& name, int64_t rows, int64_t cols) {
   return m;
 }
 
-K2Model::K2Model(const WeightIndex& index, Backend& backend, ExpertStore& experts)
-    : config_(index.config()), index_(index), backend_(backend), experts_(experts), rope_(index.config()) {
+ExpertTable k2_expert_table(const WeightIndex& index, const ModelConfig& c) {
+  static const char* const kNames[3] = {"gate_proj", "up_proj", "down_proj"};
+  return ExpertTable(
+      index, c.num_hidden_layers, c.n_routed_experts, [&](int64_t l) { return c.is_moe_layer(l); },
+      [](int64_t l, int64_t e, int p) { return fmt::format("model.layers.{}.mlp.experts.{}.{}", l, e, kNames[p]); },
+      {{{c.moe_intermediate_size, c.hidden_size}, {c.moe_intermediate_size, c.hidden_size},
+        {c.hidden_size, c.moe_intermediate_size}}});
+}
+
+K2Model::K2Model(const WeightIndex& index, const ModelConfig& config, Backend& backend, ExpertStore& experts)
+    : config_(config), index_(index), backend_(backend), experts_(experts), rope_(config) {
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size, heads = c.num_attention_heads;
-  embed_ = load("model.embed_tokens.weight", c.vocab_size, h);
-  lm_head_ = c.tie_word_embeddings && !index.find("lm_head.weight") ? load("model.embed_tokens.weight", c.vocab_size, h)
-                                                                     : load("lm_head.weight", c.vocab_size, h);
+  embed_ = load("model.embed_tokens", c.vocab_size, h);
+  lm_head_ = c.tie_word_embeddings && !index.find("lm_head.weight") ? load("model.embed_tokens", c.vocab_size, h)
+                                                                     : load("lm_head", c.vocab_size, h);
   final_norm_ = load_spine_vector(index, "model.norm.weight", h);
   layers_.resize(c.num_hidden_layers);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -38,30 +46,30 @@ K2Model::K2Model(const WeightIndex& index, Backend& backend, ExpertStore& expert
     L.post_attention_norm = load_spine_vector(index, p + "post_attention_layernorm.weight", h);
     const std::string a = p + "self_attn.";
     if (c.q_lora_rank > 0) {
-      L.q_a = load(a + "q_a_proj.weight", c.q_lora_rank, h);
+      L.q_a = load(a + "q_a_proj", c.q_lora_rank, h);
       L.q_a_norm = load_spine_vector(index, a + "q_a_layernorm.weight", c.q_lora_rank);
-      L.q_b = load(a + "q_b_proj.weight", heads * c.qk_head_dim(), c.q_lora_rank);
+      L.q_b = load(a + "q_b_proj", heads * c.qk_head_dim(), c.q_lora_rank);
     } else {
-      L.q_proj = load(a + "q_proj.weight", heads * c.qk_head_dim(), h);
+      L.q_proj = load(a + "q_proj", heads * c.qk_head_dim(), h);
     }
-    L.kv_a = load(a + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, h);
+    L.kv_a = load(a + "kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, h);
     L.kv_a_norm = load_spine_vector(index, a + "kv_a_layernorm.weight", c.kv_lora_rank);
-    L.kv_b = load(a + "kv_b_proj.weight", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
-    L.o_proj = load(a + "o_proj.weight", h, heads * c.v_head_dim);
+    L.kv_b = load(a + "kv_b_proj", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+    L.o_proj = load(a + "o_proj", h, heads * c.v_head_dim);
     L.moe = c.is_moe_layer(l);
     const std::string m = p + "mlp.";
     if (!L.moe) {
-      L.mlp = {load(m + "gate_proj.weight", c.intermediate_size, h), load(m + "up_proj.weight", c.intermediate_size, h),
-               load(m + "down_proj.weight", h, c.intermediate_size)};
+      L.mlp = {load(m + "gate_proj", c.intermediate_size, h), load(m + "up_proj", c.intermediate_size, h),
+               load(m + "down_proj", h, c.intermediate_size)};
       continue;
     }
-    L.router = load(m + "gate.weight", c.n_routed_experts, h);
+    L.router = load(m + "gate", c.n_routed_experts, h);
     if (index.find(m + "gate.e_score_correction_bias"))
       L.router_bias = load_spine_vector(index, m + "gate.e_score_correction_bias", c.n_routed_experts);
     if (c.n_shared_experts > 0) {
       const int64_t w = c.moe_intermediate_size * c.n_shared_experts;
       const std::string s = m + "shared_experts.";
-      L.shared = {load(s + "gate_proj.weight", w, h), load(s + "up_proj.weight", w, h), load(s + "down_proj.weight", h, w)};
+      L.shared = {load(s + "gate_proj", w, h), load(s + "up_proj", w, h), load(s + "down_proj", h, w)};
     }
   }
 }
@@ -114,38 +122,16 @@ void K2Model::dense_mlp(const Mlp& mlp, const float* normed, int64_t n, float* o
 void K2Model::moe(int64_t layer, const float* normed, int64_t n, float* out) {
   const ModelConfig& c = config_;
   const Layer& L = layers_[layer];
-  const int64_t h = c.hidden_size, k = c.num_experts_per_tok, inter = c.moe_intermediate_size;
+  const int64_t h = c.hidden_size;
   std::vector<float> logits(n * c.n_routed_experts);  // [n, experts], fp32
   backend_.matmul(L.router.view, normed, n, logits.data());
-  std::vector<int32_t> chosen(n * k);
-  std::vector<float> weight(n * k);
-  const float* bias = L.router_bias.empty() ? nullptr : L.router_bias.data();
-  for (int64_t t = 0; t < n; ++t)
-    route_token(c, logits.data() + t * c.n_routed_experts, bias, chosen.data() + t * k, weight.data() + t * k);
-
-  // The union of the chunk's selections, ascending: expert -> (position, weight) pairs.
-  std::map<int32_t, std::vector<std::pair<int64_t, float>>> users;
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < k; ++j) users[chosen[t * k + j]].push_back({t, weight[t * k + j]});
-  stats_.expert_selections += n * k;
-  stats_.expert_runs += users.size();
-
-  std::vector<float> routed(n * h, 0.0f);  // [n, hidden], fp32 sum in ascending expert order
-  std::vector<float> x, gate, up, y;
-  for (const auto& [expert, uses] : users) {
-    const ExpertHandle w = experts_.acquire(layer, expert);
-    const int64_t m = static_cast<int64_t>(uses.size());
-    x.resize(m * h);
-    gate.resize(m * inter);
-    up.resize(m * inter);
-    y.resize(m * h);
-    for (int64_t i = 0; i < m; ++i) std::copy_n(normed + uses[i].first * h, h, x.data() + i * h);
-    backend_.matmul(w->proj[kGateProj], x.data(), m, gate.data());
-    backend_.matmul(w->proj[kUpProj], x.data(), m, up.data());
-    backend_.silu_mul(gate.data(), up.data(), m * inter);
-    backend_.matmul(w->proj[kDownProj], gate.data(), m, y.data());
-    for (int64_t i = 0; i < m; ++i) backend_.axpy(uses[i].second, y.data() + i * h, routed.data() + uses[i].first * h, h);
-  }
+  const RouterSpec router{c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob,
+                          c.routed_scaling_factor};
+  std::vector<float> routed(n * h);  // [n, hidden]
+  run_routed_experts(backend_, experts_, layer, router, logits.data(),
+                     L.router_bias.empty() ? nullptr : L.router_bias.data(), normed, n, h, c.moe_intermediate_size,
+                     [](Backend& b, float* gate, const float* up, int64_t m) { b.silu_mul(gate, up, m); },
+                     routed.data(), stats_);
   if (c.n_shared_experts > 0) {
     dense_mlp(L.shared, normed, n, out);
     for (int64_t i = 0; i < n * h; ++i) out[i] += routed[i];

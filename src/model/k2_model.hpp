@@ -17,25 +17,24 @@
 #include "io/expert_store.hpp"
 #include "model/kv_cache.hpp"
 #include "model/rope.hpp"
+#include "model/routed_experts.hpp"
 #include "model/spine.hpp"
+#include "weights/expert_table.hpp"
+#include "weights/model_config.hpp"
 #include "weights/weight_index.hpp"
 
 namespace deltafin {
-
-struct PassStats {
-  uint64_t passes = 0;
-  uint64_t positions = 0;
-  uint64_t expert_runs = 0;        // (layer, expert) pairs run, each once per pass
-  uint64_t expert_selections = 0;  // (position, layer, slot) selections
-};
 
 // Called with the residual stream [n, hidden] entering layer `layer` (layer == num_layers: the
 // final normed output), for tests that compare against a reference layer by layer.
 using LayerObserver = std::function<void(int64_t layer, const float* hidden, int64_t n)>;
 
+// The routed experts of a K2-family checkpoint: model.layers.L.mlp.experts.E.{gate,up,down}_proj.
+ExpertTable k2_expert_table(const WeightIndex& index, const ModelConfig& config);
+
 class K2Model {
  public:
-  K2Model(const WeightIndex& index, Backend& backend, ExpertStore& experts);
+  K2Model(const WeightIndex& index, const ModelConfig& config, Backend& backend, ExpertStore& experts);
 
   const ModelConfig& config() const { return config_; }
   uint64_t spine_bytes() const { return spine_bytes_; }

@@ -22,8 +22,8 @@ std::vector<int32_t> top_k(const std::vector<float>& v, const std::vector<char>&
 
 }  // namespace
 
-void route_token(const ModelConfig& c, const float* logits, const float* bias, int32_t* experts, float* weights) {
-  const int64_t n = c.n_routed_experts;
+void route_token(const RouterSpec& c, const float* logits, const float* bias, int32_t* experts, float* weights) {
+  const int64_t n = c.experts;
   std::vector<float> scores(n), choice(n);
   for (int64_t i = 0; i < n; ++i) {
     scores[i] = 1.0f / (1.0f + std::exp(-logits[i]));
@@ -42,14 +42,13 @@ void route_token(const ModelConfig& c, const float* logits, const float* bias, i
     std::fill(allowed.begin(), allowed.end(), 0);
     for (int32_t g : kept) std::fill(allowed.begin() + g * per_group, allowed.begin() + (g + 1) * per_group, 1);
   }
-  std::vector<int32_t> chosen = top_k(choice, allowed, c.num_experts_per_tok);
+  std::vector<int32_t> chosen = top_k(choice, allowed, c.top_k);
   std::sort(chosen.begin(), chosen.end());
   float sum = 0.0f;
   for (int32_t e : chosen) sum += scores[e];
   for (size_t j = 0; j < chosen.size(); ++j) {
     experts[j] = chosen[j];
-    weights[j] = c.norm_topk_prob ? scores[chosen[j]] / (sum + 1e-20f) * c.routed_scaling_factor
-                                  : scores[chosen[j]] * c.routed_scaling_factor;
+    weights[j] = c.renormalize ? scores[chosen[j]] / (sum + 1e-20f) * c.scaling : scores[chosen[j]] * c.scaling;
   }
 }
 

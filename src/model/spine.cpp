@@ -14,13 +14,19 @@ SpineMatrix load_spine_matrix(const WeightIndex& index, const std::string& name,
   if (ref.scale.info) {
     m.scales = AlignedBuffer(ref.scale.info->nbytes);
     index.read(ref.scale, m.scales.data());
-    m.view.scales = reinterpret_cast<const float*>(m.scales.data());
+    m.view.scales = m.scales.data();
   }
   return m;
 }
 
 std::vector<float> load_spine_vector(const WeightIndex& index, const std::string& name, int64_t n) {
-  const TensorRef ref = index.vector(name, n);
+  return load_spine_floats(index, name, {{n}});
+}
+
+std::vector<float> load_spine_floats(const WeightIndex& index, const std::string& name,
+                                     const std::vector<std::vector<int64_t>>& shapes) {
+  const TensorRef ref = index.floats(name, shapes);
+  const int64_t n = ref.info->numel();
   AlignedBuffer raw(ref.info->nbytes);
   index.read(ref, raw.data());
   const WeightFormat format = ref.info->dtype == DType::F32    ? WeightFormat::F32

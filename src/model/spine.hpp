@@ -23,5 +23,8 @@ SpineMatrix load_spine_matrix(const WeightIndex& index, const std::string& name,
 
 // Reads a float vector of n elements and widens it to fp32.
 std::vector<float> load_spine_vector(const WeightIndex& index, const std::string& name, int64_t n);
+// Reads a float tensor whose shape is one of `shapes` and widens all its elements to fp32.
+std::vector<float> load_spine_floats(const WeightIndex& index, const std::string& name,
+                                     const std::vector<std::vector<int64_t>>& shapes);
 
 }  // namespace deltafin

@@ -2,6 +2,7 @@
 // handling), tiktoken's byte-pair merge, special-token splitting, and Kimi's model-dir loader.
 #include "text/tiktoken_tokenizer.hpp"
 
+#include "text/utf8.hpp"
 #include "util/error.hpp"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -101,45 +102,9 @@ std::string o200k_split_pattern() { return tiktoken_pattern_to_pcre2(kO200kPatSt
 std::string kimi_split_pattern() { return tiktoken_pattern_to_pcre2(kKimiPatStr); }
 
 // ---------------------------------------------------------------------------------------------
-// UTF-8 validation
+// Token hashing, per-thread PCRE2 match data
 
 namespace {
-
-// Length of the valid UTF-8 character at s[i] (1..4), or 0 when the byte starts no valid sequence.
-inline size_t utf8_char_len(const unsigned char* s, size_t i, size_t n) {
-  const unsigned c = s[i];
-  if (c < 0x80) return 1;
-  auto cont = [&](size_t k, unsigned lo, unsigned hi) { return i + k < n && s[i + k] >= lo && s[i + k] <= hi; };
-  if (c >= 0xC2 && c <= 0xDF) return cont(1, 0x80, 0xBF) ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    const unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    return cont(1, lo, hi) && cont(2, 0x80, 0xBF) ? 3 : 0;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    const unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    return cont(1, lo, hi) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
-  }
-  return 0;
-}
-
-// Offset of the first byte that starts no valid UTF-8 character, or n.
-size_t first_invalid_utf8(const unsigned char* s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    if (i + 8 <= n) {
-      uint64_t w;
-      std::memcpy(&w, s + i, 8);
-      if ((w & 0x8080808080808080ull) == 0) {
-        i += 8;
-        continue;
-      }
-    }
-    const size_t len = utf8_char_len(s, i, n);
-    if (len == 0) return i;
-    i += len;
-  }
-  return n;
-}
 
 inline uint64_t hash_bytes(const char* p, size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
@@ -288,8 +253,7 @@ class PieceSplitter {
   void split(std::string_view text, Fn&& fn, bool fast = true) const {
     const auto* s = reinterpret_cast<const unsigned char*>(text.data());
     const size_t n = text.size();
-    size_t bad = first_invalid_utf8(s, n);
-    if (bad == n) {
+    if (utf8::first_invalid(s, n) == n) {
       split_valid(s, n, fn, fast);
       return;
     }
@@ -297,23 +261,7 @@ class PieceSplitter {
     // boundaries map back through `at` (transcoded offset -> original offset).
     std::string buf;
     std::vector<uint32_t> at;
-    buf.reserve(n + 16);
-    at.reserve(n + 16);
-    for (size_t i = 0; i < n;) {
-      size_t len = utf8_char_len(s, i, n);
-      if (len) {
-        for (size_t k = 0; k < len; ++k) {
-          buf += static_cast<char>(s[i + k]);
-          at.push_back(static_cast<uint32_t>(i + k));
-        }
-        i += len;
-      } else {
-        buf += "\xEE\x80\x80";
-        at.insert(at.end(), 3, static_cast<uint32_t>(i));
-        ++i;
-      }
-    }
-    at.push_back(static_cast<uint32_t>(n));
+    utf8::replace_invalid(s, n, buf, at);
     split_valid(reinterpret_cast<const unsigned char*>(buf.data()), buf.size(),
                 [&](size_t b, size_t e) { fn(at[b], at[e]); }, fast);
   }

@@ -1,6 +1,8 @@
-// Utf8Stream (see utf8_stream.hpp). Validity follows RFC 3629: no overlongs, no surrogates,
-// nothing above U+10FFFF.
+// Utf8Stream (see utf8_stream.hpp). Validity follows RFC 3629 (utf8::sequence_length in
+// text/utf8.hpp).
 #include "text/utf8_stream.hpp"
+
+#include "text/utf8.hpp"
 
 namespace deltafin {
 namespace {
@@ -10,29 +12,7 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 }  // namespace
 
 int utf8_char_length(std::string_view s) {
-  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = b(0);
-  if (c < 0x80) return 1;
-  int n;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return -1;
-  }
-  for (int i = 1; i < n; ++i) {
-    if (static_cast<size_t>(i) >= s.size()) return 0;
-    const unsigned char lo_i = i == 1 ? lo : 0x80, hi_i = i == 1 ? hi : 0xBF;
-    if (b(i) < lo_i || b(i) > hi_i) return -i;  // the first i bytes are a maximal invalid subpart
-  }
-  return n;
+  return utf8::sequence_length(reinterpret_cast<const unsigned char*>(s.data()), s.size());
 }
 
 std::string Utf8Stream::push(std::string_view bytes) {

@@ -8,88 +8,13 @@
 #include <sstream>
 
 #include "util/error.hpp"
+#include "weights/config_reader.hpp"
 
 namespace deltafin {
 namespace {
 
 using simdjson::dom::element;
 using simdjson::dom::object;
-
-class ConfigReader {
- public:
-  ConfigReader(object obj, const std::string& path) : obj_(obj), path_(path) {}
-
-  bool has(const char* key) const {
-    element e;
-    return obj_[key].get(e) == simdjson::SUCCESS && !e.is_null();
-  }
-
-  int64_t integer(const char* key) const {
-    element e = required(key);
-    int64_t v;
-    if (e.get_int64().get(v) == simdjson::SUCCESS) return v;
-    double d;
-    if (e.get_double().get(d) == simdjson::SUCCESS && d == std::floor(d)) return static_cast<int64_t>(d);
-    fail("{}: field '{}' must be an integer", path_, key);
-  }
-  int64_t integer(const char* key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
-
-  float number(const char* key) const {
-    element e = required(key);
-    double d;
-    if (e.get_double().get(d) == simdjson::SUCCESS) return static_cast<float>(d);
-    int64_t i;
-    if (e.get_int64().get(i) == simdjson::SUCCESS) return static_cast<float>(i);
-    fail("{}: field '{}' must be a number", path_, key);
-  }
-  float number(const char* key, float fallback) const { return has(key) ? number(key) : fallback; }
-
-  bool boolean(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    bool b;
-    if (required(key).get_bool().get(b) != simdjson::SUCCESS) fail("{}: field '{}' must be true or false", path_, key);
-    return b;
-  }
-
-  std::string string(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    std::string_view s;
-    if (required(key).get_string().get(s) != simdjson::SUCCESS) fail("{}: field '{}' must be a string", path_, key);
-    return std::string(s);
-  }
-
-  // The first id when the field is a list (eos_token_id may be one).
-  int64_t token_id(const char* key) const {
-    if (!has(key)) return -1;
-    element e = required(key);
-    simdjson::dom::array arr;
-    if (e.get_array().get(arr) == simdjson::SUCCESS) {
-      for (element item : arr) {
-        int64_t v;
-        if (item.get_int64().get(v) == simdjson::SUCCESS) return v;
-      }
-      return -1;
-    }
-    return integer(key);
-  }
-
-  bool child(const char* key, object& out) const {
-    element e;
-    if (obj_[key].get(e) != simdjson::SUCCESS || e.is_null()) return false;
-    if (e.get_object().get(out) != simdjson::SUCCESS) fail("{}: field '{}' must be an object", path_, key);
-    return true;
-  }
-
- private:
-  element required(const char* key) const {
-    element e;
-    if (obj_[key].get(e) != simdjson::SUCCESS || e.is_null()) fail("{}: missing field '{}'", path_, key);
-    return e;
-  }
-
-  object obj_;
-  const std::string& path_;
-};
 
 RopeConfig read_rope(const ConfigReader& cfg, const std::string& path) {
   RopeConfig rope;
@@ -242,6 +167,14 @@ ModelConfig parse_model_config(const std::string& json, const std::string& path)
             fail("{}: fp8 weight_block_size must be [128, 128]", path);
         }
       }
+    } else if (method == "compressed-tensors") {
+      std::string format = q.string("format", "");
+      object groups, group0;
+      if (format.empty() && q.child("config_groups", groups) && ConfigReader(groups, path).child("group_0", group0))
+        format = ConfigReader(group0, path).string("format", "");
+      if (format != "pack-quantized")
+        fail("{}: compressed-tensors format '{}' is not supported (expected pack-quantized INT4)", path, format);
+      c.int4_experts = true;
     } else {
       fail("{}: quantization method '{}' is not supported", path, method);
     }

@@ -52,6 +52,7 @@ struct ModelConfig {
   int64_t eos_token_id = -1;
   RopeConfig rope;
   bool fp8_block_quantized = false;  // quantization_config quant_method "fp8", 128x128 blocks
+  bool int4_experts = false;         // compressed-tensors pack-quantized INT4 group-32 routed experts
 
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   bool is_moe_layer(int64_t layer) const {

@@ -3,6 +3,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -26,15 +27,12 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
-const char* kProjNames[3] = {"gate_proj", "up_proj", "down_proj"};
-
 }  // namespace
 
 std::unique_ptr<WeightIndex> WeightIndex::open(const std::string& dir) {
   std::unique_ptr<WeightIndex> index(new WeightIndex());
   index->dir_ = dir;
   if (!fs::is_directory(dir)) fail("{}: not a model directory", dir);
-  index->config_ = load_model_config((fs::path(dir) / "config.json").string());
   const fs::path sharded = fs::path(dir) / "model.safetensors.index.json";
   if (fs::exists(sharded)) {
     index->index_sharded(sharded.string());
@@ -45,7 +43,6 @@ std::unique_ptr<WeightIndex> WeightIndex::open(const std::string& dir) {
     fail("{}: no model.safetensors or model.safetensors.index.json", dir);
   }
   index->detect_prefix();
-  index->index_experts();
   return index;
 }
 
@@ -104,73 +101,106 @@ const TensorRef* WeightIndex::find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-MatrixRef WeightIndex::matrix(const std::string& name, int64_t rows, int64_t cols) const {
-  const TensorRef* t = find(name);
-  if (!t) fail("{}: tensor '{}' is missing", dir_, prefix_ + name);
-  const TensorInfo& info = *t->info;
-  if (info.shape != std::vector<int64_t>{rows, cols})
-    fail("{} has shape {} but config.json implies [{}, {}]", where(name), shape_string(info.shape), rows, cols);
+MatrixRef WeightIndex::matrix(const std::string& base, int64_t rows, int64_t cols) const {
   MatrixRef m;
-  m.name = prefix_ + name;
+  m.name = prefix_ + base;
   m.rows = rows;
   m.cols = cols;
+  const std::string name = base + ".weight";
+  const TensorRef* t = find(name);
+  if (!t) {
+    if (find(base + ".weight_packed")) return packed(m, base);
+    fail("{}: tensor '{}' is missing", dir_, prefix_ + name);
+  }
   m.weight = *t;
-  switch (info.dtype) {
-    case DType::F32: m.format = WeightFormat::F32; break;
-    case DType::F16: m.format = WeightFormat::F16; break;
-    case DType::BF16: m.format = WeightFormat::BF16; break;
-    case DType::F8_E4M3: {
-      const std::string scale_name = name + "_scale_inv";
-      const TensorRef* s = find(scale_name);
-      if (!s) fail("{} is F8_E4M3 but '{}' is missing", where(name), prefix_ + scale_name);
-      const std::vector<int64_t> want{(rows + 127) / 128, (cols + 127) / 128};
-      if (s->info->shape != want)
-        fail("{} has shape {} but 128x128 blocks of [{}, {}] need {}", where(scale_name),
-             shape_string(s->info->shape), rows, cols, shape_string(want));
-      if (s->info->dtype != DType::F32)
-        fail("{} has dtype {}, expected F32", where(scale_name), dtype_name(s->info->dtype));
-      m.format = WeightFormat::F8_E4M3_BLOCK128;
-      m.scale = *s;
-      break;
+  if (t->info->shape != std::vector<int64_t>{rows, cols})
+    fail("{} has shape {} but config.json implies [{}, {}]", where(name), shape_string(t->info->shape), rows, cols);
+  switch (t->info->dtype) {
+    case DType::F32: m.format = WeightFormat::F32; return m;
+    case DType::F16: m.format = WeightFormat::F16; return m;
+    case DType::BF16: m.format = WeightFormat::BF16; return m;
+    case DType::F8_E4M3: return block_fp8(m, name);
+    default: fail("{} has dtype {}, which is not a supported weight format", where(name), dtype_name(t->info->dtype));
+  }
+}
+
+MatrixRef WeightIndex::block_fp8(MatrixRef m, const std::string& name) const {
+  const std::string scale_name = name + "_scale_inv";
+  const TensorRef* s = find(scale_name);
+  if (!s) fail("{} is F8_E4M3 but '{}' is missing", where(name), prefix_ + scale_name);
+  const std::vector<int64_t> want{(m.rows + 127) / 128, (m.cols + 127) / 128};
+  if (s->info->shape != want)
+    fail("{} has shape {} but 128x128 blocks of [{}, {}] need {}", where(scale_name), shape_string(s->info->shape),
+         m.rows, m.cols, shape_string(want));
+  if (s->info->dtype != DType::F32) fail("{} has dtype {}, expected F32", where(scale_name), dtype_name(s->info->dtype));
+  m.format = WeightFormat::F8_E4M3_BLOCK128;
+  m.scale = *s;
+  return m;
+}
+
+MatrixRef WeightIndex::packed(MatrixRef m, const std::string& base) const {
+  const std::string packed_name = base + ".weight_packed", scale_name = base + ".weight_scale";
+  m.weight = *find(packed_name);
+  const TensorInfo& w = *m.weight.info;
+  const TensorRef* s = find(scale_name);
+  if (!s) fail("{} has no '{}'", where(packed_name), prefix_ + scale_name);
+  m.scale = *s;
+  std::vector<int64_t> want_packed, want_scale;
+  DType want_scale_dtype;
+  if (w.dtype == DType::U8) {  // MXFP4: two E2M1 codes a byte, one E8M0 exponent per 32 columns
+    if (m.cols % 32) fail("{}: MXFP4 needs a multiple of 32 columns, config.json implies {}", where(packed_name), m.cols);
+    m.format = WeightFormat::MXFP4;
+    want_packed = {m.rows, m.cols / 2};
+    want_scale = {m.rows, m.cols / 32};
+    want_scale_dtype = DType::U8;
+  } else if (w.dtype == DType::I32) {  // INT4: eight offset-binary nibbles a word, one BF16 scale per 32
+    m.format = WeightFormat::INT4_G32;
+    want_packed = {m.rows, (m.cols + 7) / 8};
+    want_scale = {m.rows, (m.cols + 31) / 32};
+    want_scale_dtype = DType::BF16;
+  } else {
+    fail("{} has dtype {}: not a known packed format (U8 for MXFP4, I32 for INT4)", where(packed_name), dtype_name(w.dtype));
+  }
+  if (w.shape != want_packed)
+    fail("{} has shape {} but [{}, {}] needs {} packed", where(packed_name), shape_string(w.shape), m.rows, m.cols,
+         shape_string(want_packed));
+  if (s->info->shape != want_scale || s->info->dtype != want_scale_dtype)
+    fail("{} is {} {} but [{}, {}] needs {} {}", where(scale_name), dtype_name(s->info->dtype),
+         shape_string(s->info->shape), m.rows, m.cols, dtype_name(want_scale_dtype), shape_string(want_scale));
+  if (const TensorRef* shape = find(base + ".weight_shape")) {
+    const TensorInfo& info = *shape->info;
+    if (info.shape != std::vector<int64_t>{2} || (info.dtype != DType::I32 && info.dtype != DType::I64))
+      fail("{} must be 2 integers", where(base + ".weight_shape"));
+    int64_t dims[2];
+    if (info.dtype == DType::I64) {
+      read(*shape, dims);
+    } else {
+      int32_t d32[2];
+      read(*shape, d32);
+      dims[0] = d32[0];
+      dims[1] = d32[1];
     }
-    default:
-      fail("{} has dtype {}, which is not a supported weight format", where(name), dtype_name(info.dtype));
+    if (dims[0] != m.rows || dims[1] != m.cols)
+      fail("{} says [{}, {}] but config.json implies [{}, {}]", where(base + ".weight_shape"), dims[0], dims[1],
+           m.rows, m.cols);
   }
   return m;
 }
 
-TensorRef WeightIndex::vector(const std::string& name, int64_t n) const {
+TensorRef WeightIndex::floats(const std::string& name, const std::vector<std::vector<int64_t>>& shapes) const {
   const TensorRef* t = find(name);
   if (!t) fail("{}: tensor '{}' is missing", dir_, prefix_ + name);
-  if (t->info->shape != std::vector<int64_t>{n})
-    fail("{} has shape {} but config.json implies [{}]", where(name), shape_string(t->info->shape), n);
+  if (std::find(shapes.begin(), shapes.end(), t->info->shape) == shapes.end()) {
+    std::vector<std::string> wanted;
+    for (const auto& s : shapes) wanted.push_back(shape_string(s));
+    fail("{} has shape {} but config.json implies {}", where(name), shape_string(t->info->shape),
+         fmt::join(wanted, " or "));
+  }
   const DType d = t->info->dtype;
   if (d != DType::F32 && d != DType::BF16 && d != DType::F16)
     fail("{} has dtype {}, expected F32, BF16 or F16", where(name), dtype_name(d));
   return *t;
 }
-
-void WeightIndex::index_experts() {
-  const ModelConfig& c = config_;
-  experts_.assign(c.num_hidden_layers, {});
-  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (!c.is_moe_layer(layer)) continue;
-    experts_[layer].resize(c.n_routed_experts);
-    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-      ExpertRef& ref = experts_[layer][e];
-      for (int p = 0; p < 3; ++p) {
-        const std::string name = fmt::format("model.layers.{}.mlp.experts.{}.{}.weight", layer, e, kProjNames[p]);
-        const bool down = p == kDownProj;
-        ref.proj[p] = matrix(name, down ? c.hidden_size : c.moe_intermediate_size,
-                             down ? c.moe_intermediate_size : c.hidden_size);
-      }
-    }
-  }
-}
-
-const ExpertRef& WeightIndex::expert(int64_t layer, int64_t expert) const { return experts_[layer][expert]; }
-
-bool WeightIndex::has_experts(int64_t layer) const { return !experts_[layer].empty(); }
 
 void WeightIndex::read(const TensorRef& t, void* dst) const {
   shards_[t.shard].file->read_exact(dst, t.info->nbytes, t.info->offset);

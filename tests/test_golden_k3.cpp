@@ -1,0 +1,183 @@
+// Golden tests for Kimi K3: the engine against Moonshot's release modeling code (fla kernels
+// swapped for transformers' pure-torch kimi_linear functions), fixtures made by
+// tools/make_golden_k3.py on the GPU machine (see tests/fixtures/README-k3.md).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <deltafin/engine.hpp>
+
+#include "backend/backend.hpp"
+#include "io/expert_store.hpp"
+#include "model/k3_model.hpp"
+#include "test_util.hpp"
+#include "util/npy.hpp"
+
+using namespace deltafin;
+
+namespace {
+
+double relative_error(const float* a, const float* ref, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    diff = std::max(diff, static_cast<double>(std::fabs(a[j] - ref[j])));
+    scale = std::max(scale, static_cast<double>(std::fabs(ref[j])));
+  }
+  return diff / scale;
+}
+
+struct K3Fixture {
+  K3Config config;
+  std::unique_ptr<WeightIndex> index;
+  std::unique_ptr<ExpertTable> experts;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<ExpertStore> store;
+  std::unique_ptr<K3Model> model;
+
+  K3Fixture(const std::string& dir, int threads, uint64_t cache_bytes)
+      : config(load_k3_config(dir + "/config.json")), index(WeightIndex::open(dir)) {
+    experts = std::make_unique<ExpertTable>(k3_expert_table(*index, config));
+    backend = make_cpu_backend(threads);
+    store = std::make_unique<ExpertStore>(*index, *experts, cache_bytes);
+    model = std::make_unique<K3Model>(*index, config, *backend, *store);
+  }
+};
+
+void check_against_reference(const std::string& name) {
+  const std::string dir = test::fixture(name);
+  const test::Golden golden = test::read_golden(dir);
+  const std::vector<int32_t> ids = golden.all();
+  const NpyArray ref_logits = read_npy_f32(dir + "/logits.npy");
+  const NpyArray ref_hidden = read_npy_f32(dir + "/hidden.npy");  // [layers + 3, T, hidden]
+  K3Fixture f(dir, 2, 1 << 20);
+  const int64_t n = static_cast<int64_t>(ids.size()), vocab = f.config.vocab_size, h = f.config.hidden_size;
+  REQUIRE(ref_hidden.shape == std::vector<int64_t>{f.config.num_hidden_layers + 3, n, h});
+
+  K3State state = f.model->new_state();
+  std::vector<float> logits(n * vocab);
+  f.model->forward(state, ids.data(), n, 0, logits.data(), true, [&](int64_t row, const float* x, int64_t m) {
+    double worst = 0;
+    for (int64_t t = 0; t < m; ++t)
+      worst = std::max(worst, relative_error(x + t * h, ref_hidden.data.data() + (row * n + t) * h, h));
+    INFO(name << ": hidden row " << row << " (0 embedding, l+1 layer l, then output mix, final norm): worst " << worst);
+    CHECK(worst <= 1e-3);
+  });
+  for (int64_t t = 0; t < n; ++t) {
+    const double err = relative_error(logits.data() + t * vocab, ref_logits.data.data() + t * vocab, vocab);
+    INFO(name << ": position " << t << " max|logit - ref| / max|ref| = " << err);
+    CHECK(err <= 1e-3);
+  }
+  // Greedy continuation, token by token from the prompt, equals the reference's.
+  K3State decode = f.model->new_state();
+  std::vector<float> last(vocab);
+  f.model->forward(decode, golden.prompt.data(), static_cast<int64_t>(golden.prompt.size()), 0, last.data(), false);
+  std::vector<int32_t> generated;
+  for (size_t i = 0; i < golden.generated.size(); ++i) {
+    const int32_t next = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+    generated.push_back(next);
+    f.model->forward(decode, &next, 1, static_cast<int64_t>(golden.prompt.size() + i), last.data(), false);
+  }
+  CHECK(generated == golden.generated);
+}
+
+}  // namespace
+
+TEST_CASE("Kimi K3 tiny (13 layers, 4 MLA, partial final AttnRes block, bf16) matches the release code", "[golden-k3]") {
+  check_against_reference("k3_tiny");
+}
+
+TEST_CASE("Kimi K3 tiny with MXFP4 routed experts (3 shards) matches the release code", "[golden-k3]") {
+  check_against_reference("k3_tiny_mxfp4");
+}
+
+TEST_CASE("Kimi K3: one prefill pass equals token-by-token decoding, at any thread count and cache budget",
+          "[golden-k3]") {
+  const std::string dir = test::fixture("k3_tiny");
+  const std::vector<int32_t> ids = test::read_golden(dir).all();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  auto run = [&](int threads, uint64_t cache, int64_t chunk) {
+    K3Fixture f(dir, threads, cache);
+    K3State state = f.model->new_state();
+    const int64_t vocab = f.config.vocab_size;
+    std::vector<float> logits(n * vocab);
+    for (int64_t done = 0; done < n; done += chunk) {
+      const int64_t m = std::min(chunk, n - done);
+      f.model->forward(state, ids.data() + done, m, done, logits.data() + done * vocab, true);
+    }
+    return logits;
+  };
+  const auto whole = run(2, 1 << 20, n);
+  for (auto [threads, cache, chunk] : {std::tuple{2, 1 << 20, int64_t{1}}, {1, 0, int64_t{5}}, {3, 1 << 12, int64_t{7}}}) {
+    const auto other = run(threads, static_cast<uint64_t>(cache), chunk);
+    CHECK(std::memcmp(other.data(), whole.data(), whole.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("Kimi K3: rewinding restores the recurrent state exactly", "[golden-k3]") {
+  EngineOptions o;
+  o.model_dir = test::fixture("k3_tiny");
+  auto engine = Engine::open(o);
+  const std::vector<int32_t> ids = test::read_golden(o.model_dir).all();
+  const int64_t vocab = engine->summary().vocab_size;
+  const auto expected = engine->new_session()->append(ids, true);
+  auto session = engine->new_session();
+  // Several appends, so that some rewinds find a snapshot and others replay from the start.
+  for (size_t at = 0; at < ids.size(); at += 4) session->append(std::span<const int32_t>(ids).subspan(at, 4), false);
+  for (int64_t pos : {30, 17, 9, 2}) {
+    session->rewind(pos);
+    const auto again = session->append(std::span<const int32_t>(ids).subspan(pos), true);
+    INFO("rewound to " << pos);
+    REQUIRE(again.size() == (ids.size() - pos) * vocab);
+    CHECK(std::memcmp(again.data(), expected.data() + pos * vocab, again.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("Kimi K3 through the CLI: greedy ids and logits", "[golden-k3]") {
+  for (const char* name : {"k3_tiny", "k3_tiny_mxfp4"}) {
+    const std::string dir = test::fixture(name);
+    const test::Golden golden = test::read_golden(dir);
+    const auto r = test::run_deltafin("run -m " + dir + " --tokens " + test::join_ids(golden.prompt, ",") +
+                                      " -n 24 --temp 0 --ids --ignore-eos --chunk 3");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(r.output == test::join_ids(golden.generated, " ") + "\n");
+  }
+}
+
+TEST_CASE("inspect describes the real Kimi K3 from its config.json alone", "[golden-k3]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("deltafin-k3-config-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // The published K3 text_config values (../shared/docs/model-spec-k3.md section 1).
+  std::string kda_layers, full_layers;
+  for (int l = 1; l <= 93; ++l) {
+    const bool mla = l % 4 == 0 || l == 93;
+    (mla ? full_layers : kda_layers) += (mla ? full_layers : kda_layers).empty() ? std::to_string(l) : "," + std::to_string(l);
+  }
+  std::ofstream(dir / "config.json") << R"({"model_type": "kimi_k3", "architectures": ["KimiK3ForConditionalGeneration"],
+    "text_config": {"model_type": "kimi_linear", "vocab_size": 163840, "hidden_size": 7168, "num_hidden_layers": 93,
+    "num_attention_heads": 96, "intermediate_size": 33792, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+    "hidden_act": "situ", "activation_situ_beta": 4.0, "activation_situ_linear_beta": 25.0, "rms_norm_eps": 1e-5,
+    "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "mla_use_nope": true, "mla_use_output_gate": true, "num_experts": 896, "num_experts_per_token": 16,
+    "num_shared_experts": 2, "moe_intermediate_size": 3072, "routed_expert_hidden_size": 3584,
+    "latent_moe_use_norm": true, "moe_router_activation_func": "sigmoid", "moe_renormalize": true,
+    "routed_scaling_factor": 1.0, "num_expert_group": 1, "topk_group": 1, "attn_res_block_size": 12,
+    "tie_word_embeddings": false, "bos_token_id": 163584, "eos_token_id": 163586,
+    "linear_attn_config": {"num_heads": 96, "head_dim": 128, "short_conv_kernel_size": 4, "gate_lower_bound": -5.0,
+      "use_full_rank_gate": true, "full_attn_layers": [)" + full_layers + R"(], "kda_layers": [)" + kda_layers + R"(]},
+    "quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized"}}})";
+  const auto r = test::run_deltafin("inspect -m " + dir.string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("93 (69 KDA, 24 gated MLA; 1 dense, 92 MoE)") != std::string::npos);
+  // 92 MoE layers x 16 experts x 17,547,264 bytes (the spec's MXFP4 expert) = 25.83 GB per token.
+  CHECK(r.output.find("per token      25.829573 GB") != std::string::npos);
+  // 2.7795 T parameters in all (spec section 2).
+  CHECK(r.output.find("parameters     2779.") != std::string::npos);
+  fs::remove_all(dir);
+}

@@ -1,35 +1,45 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang in build-fuzz/ and runs fuzz_safetensors for a number
-# of seconds (default 60) over a working copy of the seed corpus (tests/fuzz/corpus-run/, git-
-# ignored, kept between runs so coverage accumulates). Exits non-zero when the fuzzer finds a
+# Builds the libFuzzer targets with clang in build-fuzz/ and runs each for a number of seconds
+# (default 60) over a working copy of its seed corpus (tests/fuzz/<target>-corpus-run/, git-
+# ignored, kept between runs so coverage accumulates). Exits non-zero when a fuzzer finds a
 # crash, leak, sanitizer report or timeout; the reproducer is saved under build-fuzz/artifacts/.
-#   scripts/fuzz.sh [seconds] [extra libFuzzer flags...]     e.g. scripts/fuzz.sh 300 -jobs=4
+#   scripts/fuzz.sh [seconds] [target] [extra libFuzzer flags...]   target: safetensors, config, all
 set -euo pipefail
 
 seconds=${1:-60}
-shift $(( $# > 0 ? 1 : 0 ))
+which=${2:-all}
+shift $(( $# > 1 ? 2 : $# ))
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/build-fuzz"
-corpus="$root/tests/fuzz/corpus-run"
 artifacts="$build/artifacts"
 
 export CC=${CC:-clang} CXX=${CXX:-clang++}
 cmake -S "$root" -B "$build" -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDELTAFIN_FUZZ=ON -DDELTAFIN_TESTS=OFF >/dev/null
-cmake --build "$build" --target fuzz_safetensors -j "$(nproc)"
 
-mkdir -p "$corpus" "$artifacts"
-for seed in "$root"/tests/fuzz/corpus/*; do
-  [[ -e "$corpus/${seed##*/}" ]] || cp "$seed" "$corpus/"
-done
+run_target() {  # name, seed corpus, extra flags...
+  local name=$1 seeds=$2
+  shift 2
+  local corpus="$root/tests/fuzz/$name-corpus-run"
+  cmake --build "$build" --target "fuzz_$name" -j "$(nproc)"
+  mkdir -p "$corpus" "$artifacts"
+  for seed in "$seeds"/*; do
+    [[ -e "$corpus/${seed##*/}" ]] || cp "$seed" "$corpus/"
+  done
+  local status=0
+  "$build/tests/fuzz/fuzz_$name" -max_total_time="$seconds" -print_final_stats=1 \
+    -artifact_prefix="$artifacts/$name-" "$@" "$corpus" || status=$?
+  if [[ $status -ne 0 ]]; then
+    echo "fuzz.sh: fuzz_$name found a problem (exit $status); reproducers in $artifacts:" >&2
+    ls -1 "$artifacts" >&2 || true
+    exit "$status"
+  fi
+  echo "fuzz.sh: fuzz_$name: no findings in ${seconds}s"
+}
 
-status=0
-"$build/tests/fuzz/fuzz_safetensors" -max_total_time="$seconds" -print_final_stats=1 \
-  -dict="$root/tests/fuzz/safetensors.dict" -artifact_prefix="$artifacts/" "$@" "$corpus" \
-  || status=$?
-if [[ $status -ne 0 ]]; then
-  echo "fuzz.sh: fuzz_safetensors found a problem (exit $status); reproducers in $artifacts:" >&2
-  ls -1 "$artifacts" >&2 || true
-  exit "$status"
+if [[ $which == all || $which == safetensors ]]; then
+  run_target safetensors "$root/tests/fuzz/corpus" -dict="$root/tests/fuzz/safetensors.dict" "$@"
 fi
-echo "fuzz.sh: no findings in ${seconds}s"
+if [[ $which == all || $which == config ]]; then
+  run_target config "$root/tests/fuzz/config-corpus" "$@"
+fi

@@ -87,3 +87,9 @@ TEST_CASE("K2-like model in DeepSeek block-fp8 (3 shards) matches transformers o
   check_against_transformers("k2_tiny_fp8");
   check_greedy_cli("k2_tiny_fp8");
 }
+
+TEST_CASE("K2-like model with INT4 group-32 routed experts (compressed-tensors, as K2 Thinking / K2.5) matches transformers on the dequantized weights",
+          "[golden]") {
+  check_against_transformers("k2_tiny_int4");
+  check_greedy_cli("k2_tiny_int4");
+}

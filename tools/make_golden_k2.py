@@ -8,9 +8,11 @@ For each tiny config it:
   2. writes the checkpoint in the *real* on-disk layout (one tensor per expert projection,
      `model.layers.N.mlp.experts.E.gate_proj.weight`, ...), optionally sharded with
      `model.safetensors.index.json`, optionally DeepSeek block-fp8 (e4m3 + weight_scale_inv per
-     128x128 block);
-  3. loads those files back through transformers' own `from_pretrained` (for fp8: a dequantized
-     copy) and records float32 logits for every position, per-layer hidden states, and a 24-token
+     128x128 block), or with the routed experts as compressed-tensors pack-quantized INT4
+     (symmetric, group 32: `weight_packed` I32, `weight_scale` BF16, `weight_shape` I32, as in
+     Kimi-K2-Thinking / K2.5);
+  3. loads those files back through transformers' own `from_pretrained` (for fp8 and int4: a
+     dequantized copy) and records float32 logits for every position, per-layer hidden states, and a 24-token
      greedy continuation from `generate`.
 
 Outputs (per fixture dir): config.json, *.safetensors [+ index], golden.json
@@ -21,6 +23,7 @@ Usage: python3 tools/make_golden_k2.py OUT_DIR
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -37,7 +40,7 @@ GEN_LEN = 24
 
 def make_config(spec):
     rope = dict(spec["rope"])
-    common = {k: v for k, v in spec.items() if k not in ("name", "rope", "store", "init", "fp8",
+    common = {k: v for k, v in spec.items() if k not in ("name", "rope", "store", "init", "fp8", "int4",
                                                           "shards", "engine_config", "seed")}
     try:
         cfg = DeepseekV3Config(rope_parameters=dict(rope), **common)
@@ -106,6 +109,48 @@ def fp8_dequantize(q, scale):
     return q.to(torch.float32) * s
 
 
+INT4_GROUP = 32
+ROUTED_EXPERT_PROJ = re.compile(r"\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight$")
+
+
+def int4_quantize(w):
+    """w [N, K] fp32 -> compressed-tensors pack-quantized INT4, symmetric, group 32 along K:
+    (packed I32 [N, ceil(K/8)], scale BF16 [N, ceil(K/32)], shape I32 [2]).
+    scale = amax / 7 rounded to bf16, q = clamp(round(w / scale), -8, 7) stored as u = q + 8,
+    element j of a row in word j/8 at bits 4*(j%8) (element 0 lowest), rows padded with u = 0."""
+    n, k = w.shape
+    groups, words = math.ceil(k / INT4_GROUP), math.ceil(k / 8)
+    padded = torch.zeros(n, groups * INT4_GROUP, dtype=torch.float32)
+    padded[:, :k] = w
+    amax = padded.view(n, groups, INT4_GROUP).abs().amax(dim=2)
+    scale = (amax / 7.0).to(torch.bfloat16)
+    s = scale.to(torch.float32).repeat_interleave(INT4_GROUP, dim=1)[:, :k]
+    s = torch.where(s == 0, torch.ones_like(s), s)
+    q = torch.clamp(torch.round(w / s), -8, 7).to(torch.int64)
+    u = torch.zeros(n, words * 8, dtype=torch.int64)
+    u[:, :k] = q + 8
+    shifts = torch.arange(8, dtype=torch.int64) * 4
+    packed = (u.view(n, words, 8) << shifts).sum(dim=2)
+    packed = torch.where(packed >= 2 ** 31, packed - 2 ** 32, packed).to(torch.int32)
+    shape = torch.tensor([n, k], dtype=torch.int32)
+    assert torch.equal(int4_unpack(packed, k), q), "int4 packing does not round-trip"
+    return packed.contiguous(), scale.contiguous(), shape
+
+
+def int4_unpack(packed, k):
+    """packed I32 [N, ceil(K/8)] -> q int64 [N, K] in [-8, 7]."""
+    words = packed.to(torch.int64) & 0xFFFFFFFF
+    shifts = torch.arange(8, dtype=torch.int64) * 4
+    u = ((words.unsqueeze(2) >> shifts) & 0xF).reshape(packed.shape[0], -1)[:, :k]
+    return u - 8
+
+
+def int4_dequantize(packed, scale, shape):
+    n, k = (int(v) for v in shape.tolist())
+    s = scale.to(torch.float32).repeat_interleave(INT4_GROUP, dim=1)[:, :k]
+    return int4_unpack(packed, k).to(torch.float32) * s
+
+
 def store(tensors, spec):
     """Apply the fixture's storage dtypes; returns the tensors as written to disk."""
     out = {}
@@ -114,7 +159,13 @@ def store(tensors, spec):
             out[name] = t.to(torch.float32)
             continue
         dtype = spec["store"]["experts"] if ".mlp.experts." in name else spec["store"]["default"]
-        if spec.get("fp8") and is_quantizable(name, t):
+        if spec.get("int4") and ROUTED_EXPERT_PROJ.search(name):
+            base = name[: -len(".weight")]
+            packed, scale, shape = int4_quantize(t.to(dtype).to(torch.float32))
+            out[base + ".weight_packed"] = packed
+            out[base + ".weight_scale"] = scale
+            out[base + ".weight_shape"] = shape
+        elif spec.get("fp8") and is_quantizable(name, t):
             q, s = fp8_quantize(t.to(dtype).to(torch.float32))
             out[name] = q
             out[name + "_scale_inv"] = s
@@ -126,9 +177,12 @@ def store(tensors, spec):
 def dequantized(stored):
     out = {}
     for name, t in stored.items():
-        if name.endswith("_scale_inv"):
+        if name.endswith(("_scale_inv", ".weight_scale", ".weight_shape")):
             continue
-        if t.dtype == torch.float8_e4m3fn:
+        if name.endswith(".weight_packed"):
+            base = name[: -len("_packed")]
+            out[base] = int4_dequantize(t, stored[base + "_scale"], stored[base + "_shape"])
+        elif t.dtype == torch.float8_e4m3fn:
             out[name] = fp8_dequantize(t, stored[name + "_scale_inv"])
         else:
             out[name] = t.to(torch.float32)
@@ -193,6 +247,19 @@ def engine_config(cfg_dict, spec):
     if spec.get("fp8"):
         d["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3",
                                     "quant_method": "fp8", "weight_block_size": [128, 128]}
+    if spec.get("int4"):  # Kimi-K2-Thinking's (model-spec-k2.md section 4.2)
+        d["quantization_config"] = {
+            "quant_method": "compressed-tensors", "format": "pack-quantized",
+            "quantization_status": "compressed",
+            "config_groups": {"group_0": {
+                "targets": ["Linear"], "input_activations": None, "output_activations": None,
+                "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                            "group_size": INT4_GROUP, "dynamic": False, "actorder": None,
+                            "observer": "minmax", "observer_kwargs": {}}}},
+            "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                       "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"],
+            "kv_cache_scheme": None,
+        }
     d["torch_dtype"] = "bfloat16"
     d["architectures"] = ["DeepseekV3ForCausalLM"]
     return d
@@ -230,6 +297,10 @@ DSV3_LIKE = dict(
 
 K2_FP8 = dict(K2_LIKE, name="k2_tiny_fp8", shards=3, engine_config="v4_kimi_fp8", fp8=True)
 
+# The K2-like model with its routed experts (only mlp.experts.E.*) in INT4, as Kimi-K2-Thinking.
+# Last in main(), so the fixtures before it are made exactly as before.
+K2_INT4 = dict(K2_LIKE, name="k2_tiny_int4", shards=2, engine_config="v4_kimi", int4=True)
+
 
 def build(spec, out_root, device):
     torch.manual_seed(spec["seed"])
@@ -266,7 +337,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     print("transformers", transformers.__version__, "torch", torch.__version__, device)
-    for spec in (K2_LIKE, DSV3_LIKE, K2_FP8):
+    for spec in (K2_LIKE, DSV3_LIKE, K2_FP8, K2_INT4):
         build(spec, out_root, device)
 
 

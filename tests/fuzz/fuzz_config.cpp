@@ -1,0 +1,25 @@
+// libFuzzer target: config.json parsing of both model families. Any input must either parse
+// into a configuration that passed validation or be refused with deltafin::Error; anything
+// else (a crash, a sanitizer report, another exception) is a finding.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "util/error.hpp"
+#include "weights/k3_config.hpp"
+#include "weights/model_config.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string json(reinterpret_cast<const char*>(data), size);
+  try {
+    const deltafin::ModelConfig c = deltafin::parse_model_config(json, "fuzz/config.json");
+    if (c.hidden_size <= 0 || c.num_hidden_layers <= 0) __builtin_trap();  // validation let it through
+  } catch (const deltafin::Error&) {
+  }
+  try {
+    const deltafin::K3Config c = deltafin::parse_k3_config(json, "fuzz/config.json");
+    if (static_cast<int64_t>(c.is_mla.size()) != c.num_hidden_layers) __builtin_trap();
+  } catch (const deltafin::Error&) {
+  }
+  return 0;
+}

@@ -125,8 +125,8 @@ int inspect(const std::string& dir) {
 Command register_inspect(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model directory (headers only; config.json alone works)");
-  sub->add_option("-m,--model", *dir, "Model directory")->required();
-  return {sub, [dir] { return inspect(*dir); }};
+  sub->add_option("-m,--model", *dir, "Model directory (default: the bundled model)");
+  return {sub, [dir] { return inspect(model_dir_or_default(*dir)); }};
 }
 
 }  // namespace deltafin::cli

@@ -19,6 +19,7 @@ Command register_logits(CLI::App& app) {
   sub->add_option("--out", flags->out, "Output .npy file (float32, shape [T, vocab])")->required();
   return {sub, [flags] {
             const std::vector<int32_t> ids = parse_token_list(flags->tokens, "--tokens");
+            flags->engine.model_dir = model_dir_or_default(flags->engine.model_dir);
             auto engine = Engine::open(flags->engine);
             auto session = engine->new_session();
             const std::vector<float> logits = session->append(ids, true);

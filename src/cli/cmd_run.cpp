@@ -151,6 +151,7 @@ Command register_run(CLI::App& app) {
   sub->add_flag("--stats", f->stats, "Print the receipt to stderr");
   return {sub, [f, p] {
             f->prompt_given = p->count() > 0;
+            f->engine.model_dir = model_dir_or_default(f->engine.model_dir);
             return run(*f);
           }};
 }

@@ -18,10 +18,10 @@ Command register_tokenize(CLI::App& app) {
   };
   auto f = std::make_shared<Flags>();
   CLI::App* sub = app.add_subcommand("tokenize", "Text on stdin to token ids on stdout");
-  sub->add_option("-m,--model", f->dir, "Model directory (its tokenizer)")->required();
+  sub->add_option("-m,--model", f->dir, "Model directory (its tokenizer; default: the bundled model)");
   sub->add_flag("--no-special", f->no_special, "Encode special-token text as ordinary text");
   return {sub, [f] {
-            const auto tokenizer = load_tokenizer(f->dir);
+            const auto tokenizer = load_tokenizer(model_dir_or_default(f->dir));
             const std::string text(std::istreambuf_iterator<char>(std::cin), {});
             const std::vector<int32_t> ids = tokenizer->encode(text, !f->no_special);
             std::string out;
@@ -34,9 +34,9 @@ Command register_tokenize(CLI::App& app) {
 Command register_detokenize(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand("detokenize", "Token ids on stdin to text on stdout");
-  sub->add_option("-m,--model", *dir, "Model directory (its tokenizer)")->required();
+  sub->add_option("-m,--model", *dir, "Model directory (its tokenizer; default: the bundled model)");
   return {sub, [dir] {
-            const auto tokenizer = load_tokenizer(*dir);
+            const auto tokenizer = load_tokenizer(model_dir_or_default(*dir));
             std::string input(std::istreambuf_iterator<char>(std::cin), {});
             for (char& c : input)
               if (c == ',' || c == '\n' || c == '\r' || c == '\t') c = ' ';

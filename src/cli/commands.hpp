@@ -19,7 +19,14 @@ struct Command {
   std::function<int()> run;
 };
 
-// Flags every model-running command shares: -m, --cache-gb, --threads, --chunk.
+// The bundled default model (Stage 4), relative to the repository root.
+inline constexpr const char* kBundledModel = "models/default";
+
+// `given` when not empty, else the bundled model: $DELTAFIN_MODEL, then models/default next to
+// the binary's build directory, then ./models/default. Throws when none exists.
+std::string model_dir_or_default(const std::string& given);
+
+// Flags every model-running command shares: -m (optional), --cache-gb, --threads, --chunk.
 void add_engine_flags(CLI::App& app, EngineOptions& options);
 
 // Parses "1,17,300" into ids; throws deltafin::Error naming the flag on bad input.

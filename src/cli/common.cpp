@@ -1,5 +1,7 @@
 // Flags and output shared by the subcommands.
 #include <cinttypes>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 
 #include <xxhash.h>
@@ -10,8 +12,35 @@
 
 namespace deltafin::cli {
 
+namespace {
+
+// The directory of the running binary (for locating the bundled model next to a build).
+std::filesystem::path executable_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path() : exe.parent_path();
+}
+
+}  // namespace
+
+std::string model_dir_or_default(const std::string& given) {
+  if (!given.empty()) return given;
+  std::vector<std::filesystem::path> candidates;
+  if (const char* env = std::getenv("DELTAFIN_MODEL")) candidates.emplace_back(env);
+  const std::filesystem::path exe = executable_dir();
+  if (!exe.empty()) {
+    candidates.push_back(exe / ".." / kBundledModel);  // build/deltafin -> models/default
+    candidates.push_back(exe / kBundledModel);
+  }
+  candidates.push_back(kBundledModel);
+  for (const auto& dir : candidates)
+    if (std::filesystem::exists(dir / "config.json")) return std::filesystem::weakly_canonical(dir).string();
+  fail("-m: no model directory given and no bundled model found ({} next to the binary or here; "
+       "DELTAFIN_MODEL overrides)", kBundledModel);
+}
+
 void add_engine_flags(CLI::App& app, EngineOptions& options) {
-  app.add_option("-m,--model", options.model_dir, "Model directory (config.json + safetensors)")->required();
+  app.add_option("-m,--model", options.model_dir, "Model directory (default: the bundled models/default)");
   app.add_option("--cache-gb", options.cache_gb, "Byte budget of the routed-expert cache, in GB")->capture_default_str();
   app.add_option("--threads", options.threads, "Worker threads (0: one per hardware thread)")->capture_default_str();
   app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();

@@ -53,3 +53,21 @@ TEST_CASE("an unknown quantization format in config.json", "[bad-input]") {
   m.patch_all("config.json", "mxfp4-pack-quantized", "nvfp4-pack-quantized");
   expect_model_error(m, {"config.json", "nvfp4-pack-quantized", "not supported"});
 }
+
+TEST_CASE("INT4 group-32: scales of the wrong type and a weight_shape that disagrees", "[bad-input]") {
+  const std::string shard = "model-00001-of-000002.safetensors", expert = "layers.1.mlp.experts.3.up_proj";
+  {
+    ScratchModel m("k2_tiny_int4");
+    m.patch(shard, expert + ".weight_scale\":{\"dtype\":\"BF16\"", expert + ".weight_scale\":{\"dtype\":\"F16\" ");
+    expect_model_error(m, {shard, expert + ".weight_scale'", "F16", "needs BF16"});
+  }
+  {
+    ScratchModel m("k2_tiny_int4");
+    const deltafin::SafetensorsHeader h = deltafin::read_safetensors_header((m.dir / shard).string());
+    std::string bytes = m.read(shard);
+    for (const deltafin::TensorInfo& t : h.tensors)
+      if (t.name == "model." + expert + ".weight_shape") bytes[t.offset] = 17;  // [16, 128] -> [17, 128]
+    m.write(shard, bytes);
+    expect_model_error(m, {shard, expert + ".weight_shape'", "[17, 128]", "[16, 128]"});
+  }
+}

@@ -24,13 +24,17 @@ class ConfigReader {
     return obj_[key].get(e) == simdjson::SUCCESS && !e.is_null();
   }
 
+  // An integer within +-2^31 (every count and size in a config; larger values are corrupt).
   int64_t integer(const char* key) const {
+    constexpr double kLimit = 2147483647.0;
     element e = required(key);
     int64_t v;
-    if (e.get_int64().get(v) == simdjson::SUCCESS) return v;
     double d;
-    if (e.get_double().get(d) == simdjson::SUCCESS && d == std::floor(d)) return static_cast<int64_t>(d);
-    fail("{}: field '{}' must be an integer", path_, key);
+    if (e.get_int64().get(v) == simdjson::SUCCESS) d = static_cast<double>(v);
+    else if (e.get_double().get(d) != simdjson::SUCCESS || d != std::floor(d))
+      fail("{}: field '{}' must be an integer", path_, key);
+    if (!(d >= -kLimit && d <= kLimit)) fail("{}: field '{}' is out of range ({})", path_, key, d);
+    return static_cast<int64_t>(d);
   }
   int64_t integer(const char* key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
 

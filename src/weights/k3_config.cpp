@@ -71,6 +71,8 @@ K3Config parse_k3_config(const std::string& json, const std::string& path) {
   c.gate_lower_bound = linear.number("gate_lower_bound");
   if (!linear.boolean("use_full_rank_gate", true))
     fail("{}: linear_attn_config.use_full_rank_gate false is not supported", path);
+  if (c.num_hidden_layers <= 0 || c.num_hidden_layers > 4096)
+    fail("{}: num_hidden_layers {} is out of range (1..4096)", path, c.num_hidden_layers);
   const std::vector<int64_t> kda_layers = linear.integers("kda_layers");  // 1-based
   c.is_mla.assign(c.num_hidden_layers, true);
   for (int64_t one_based : kda_layers) {

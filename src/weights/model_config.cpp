@@ -47,6 +47,7 @@ void validate(const ModelConfig& c) {
   check_positive(c, "vocab_size", c.vocab_size);
   check_positive(c, "hidden_size", c.hidden_size);
   check_positive(c, "num_hidden_layers", c.num_hidden_layers);
+  if (c.num_hidden_layers > 4096) fail("{}: num_hidden_layers {} is implausibly large", c.path, c.num_hidden_layers);
   check_positive(c, "num_attention_heads", c.num_attention_heads);
   check_positive(c, "kv_lora_rank", c.kv_lora_rank);
   check_positive(c, "qk_nope_head_dim", c.qk_nope_head_dim);

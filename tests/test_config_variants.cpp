@@ -108,3 +108,10 @@ TEST_CASE("config.json spellings: v4 rope_scaling and v5 rope_parameters give th
   REQUIRE_THROWS_WITH(parse_model_config("{" + base + R"(, "rope_scaling": {"type": "dynamic", "factor": 2.0}})", "x/config.json"),
                       Catch::Contains("x/config.json") && Catch::Contains("dynamic"));
 }
+
+TEST_CASE("config.json integers out of range are refused, not cast (fuzzer finding)", "[config]") {
+  REQUIRE_THROWS_WITH(parse_model_config(R"({"model_type": "kimi_k2", "vocab_size": 5.5e80})", "big/config.json"),
+                      Catch::Contains("big/config.json") && Catch::Contains("'vocab_size' is out of range"));
+  REQUIRE_THROWS_WITH(parse_model_config(R"({"model_type": "kimi_k2", "vocab_size": 3000000000})", "big/config.json"),
+                      Catch::Contains("out of range"));
+}

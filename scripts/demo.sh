@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# Builds deltafin and runs a prompt on the default model, printing the receipt.
-# (Until the bundled trained model lands, the default model is the K2-like golden fixture with a
-# tiny Kimi-format tokenizer: its weights are random, so the text it streams is noise.)
+# Builds deltafin and runs a prompt on the bundled default model (models/default: a small Kimi
+# K2-family MoE trained on the Python standard library), printing the receipt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
-model=tests/fixtures/k2_tiny
-build/deltafin inspect -m "$model"
+build/deltafin inspect
 echo
-echo 'def f(x):' | build/deltafin run -m "$model" -n 32 --ignore-eos --stats
+echo 'def parse_args(argv):' | build/deltafin run -n 64 --stats

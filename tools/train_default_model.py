@@ -466,15 +466,16 @@ def train(name, spec, data, val_windows, device, seconds, steps, batch, lr, writ
                 if balancer:
                     balancer.enabled = True
                 val = f"{vt / vn:.4f}"
+            # train_loss: mean of the losses sampled (every 10th step) since the last row; empty if none
             writer.writerow([name, step, tokens, f"{time.time() - t_start:.1f}", f"{cur:.3e}",
-                             f"{run_loss / max(1, run_n):.4f}", val])
+                             f"{run_loss / run_n:.4f}" if run_n else "", val])
             log(f"{name} step {step}/{total} loss {run_loss / max(1, run_n):.4f} val {val} lr {cur:.2e}")
             run_loss, run_n = 0.0, 0
             last_logged = step
     if step != last_logged:                     # stopped by the wall clock between two log points
         vt, vn = eval_nll(model, val_windows[:32], 32)
         writer.writerow([name, step, tokens, f"{time.time() - t_start:.1f}", f"{cur:.3e}",
-                         f"{run_loss / max(1, run_n):.4f}", f"{vt / vn:.4f}"])
+                         f"{run_loss / run_n:.4f}" if run_n else "", f"{vt / vn:.4f}"])
     wall = time.time() - t_start
     model.eval()
     info = {"parameters": nparams, "steps": step, "tokens": tokens, "wall_s": round(wall, 1), "batch": batch,
@@ -713,9 +714,9 @@ def main():
         rows = list(csv.DictReader(open(csv_path)))
         fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
         for nm, c in (("target", "tab:blue"), ("draft", "tab:orange")):
-            r = [x for x in rows if x["model"] == nm]
+            r = [x for x in rows if x["model"] == nm and x["train_loss"]]
             ax.plot([int(x["step"]) for x in r], [float(x["train_loss"]) for x in r], c, label=f"{nm} train")
-            v = [x for x in r if x["val_loss"]]
+            v = [x for x in rows if x["model"] == nm and x["val_loss"]]
             ax.plot([int(x["step"]) for x in v], [float(x["val_loss"]) for x in v], c, ls="--", marker="o",
                     ms=3, label=f"{nm} held-out (32 windows)")
         ax.set_xlabel("step (64 x 512 tokens)")

@@ -15,16 +15,6 @@ using namespace deltafin;
 
 namespace {
 
-// max_j |a[j] - ref[j]| / max_j |ref[j]| over one row of n values.
-double relative_error(const float* a, const float* ref, int64_t n) {
-  double diff = 0, scale = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    diff = std::max(diff, static_cast<double>(std::fabs(a[j] - ref[j])));
-    scale = std::max(scale, static_cast<double>(std::fabs(ref[j])));
-  }
-  return diff / scale;
-}
-
 void check_against_transformers(const std::string& name) {
   const std::string dir = test::fixture(name);
   const test::Golden golden = test::read_golden(dir);
@@ -47,13 +37,13 @@ void check_against_transformers(const std::string& name) {
   model.forward(cache, ids.data(), n, 0, logits.data(), true, [&](int64_t layer, const float* x, int64_t m) {
     double worst = 0;
     for (int64_t t = 0; t < m; ++t)
-      worst = std::max(worst, relative_error(x + t * h, ref_hidden.data.data() + (layer * n + t) * h, h));
+      worst = std::max(worst, test::relative_error(x + t * h, ref_hidden.data.data() + (layer * n + t) * h, h));
     INFO(name << ": hidden state entering layer " << layer << " (" << model.config().num_hidden_layers
               << " = final norm), worst relative error " << worst);
     CHECK(worst <= 1e-3);
   });
   for (int64_t t = 0; t < n; ++t) {
-    const double err = relative_error(logits.data() + t * vocab, ref_logits.data.data() + t * vocab, vocab);
+    const double err = test::relative_error(logits.data() + t * vocab, ref_logits.data.data() + t * vocab, vocab);
     INFO(name << ": position " << t << " max|logit - ref| / max|ref| = " << err);
     CHECK(err <= 1e-3);
   }

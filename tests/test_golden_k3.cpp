@@ -21,15 +21,6 @@ using namespace deltafin;
 
 namespace {
 
-double relative_error(const float* a, const float* ref, int64_t n) {
-  double diff = 0, scale = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    diff = std::max(diff, static_cast<double>(std::fabs(a[j] - ref[j])));
-    scale = std::max(scale, static_cast<double>(std::fabs(ref[j])));
-  }
-  return diff / scale;
-}
-
 struct K3Fixture {
   K3Config config;
   std::unique_ptr<WeightIndex> index;
@@ -62,12 +53,12 @@ void check_against_reference(const std::string& name) {
   f.model->forward(state, ids.data(), n, 0, logits.data(), true, [&](int64_t row, const float* x, int64_t m) {
     double worst = 0;
     for (int64_t t = 0; t < m; ++t)
-      worst = std::max(worst, relative_error(x + t * h, ref_hidden.data.data() + (row * n + t) * h, h));
+      worst = std::max(worst, test::relative_error(x + t * h, ref_hidden.data.data() + (row * n + t) * h, h));
     INFO(name << ": hidden row " << row << " (0 embedding, l+1 layer l, then output mix, final norm): worst " << worst);
     CHECK(worst <= 1e-3);
   });
   for (int64_t t = 0; t < n; ++t) {
-    const double err = relative_error(logits.data() + t * vocab, ref_logits.data.data() + t * vocab, vocab);
+    const double err = test::relative_error(logits.data() + t * vocab, ref_logits.data.data() + t * vocab, vocab);
     INFO(name << ": position " << t << " max|logit - ref| / max|ref| = " << err);
     CHECK(err <= 1e-3);
   }

@@ -5,7 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -36,6 +38,16 @@ inline Golden read_golden(const std::string& dir) {
   for (int64_t v : root["prompt"].get_array()) g.prompt.push_back(static_cast<int32_t>(v));
   for (int64_t v : root["generated"].get_array()) g.generated.push_back(static_cast<int32_t>(v));
   return g;
+}
+
+// max_j |a[j] - ref[j]| / max_j |ref[j]| over one row of n values (the golden tests' criterion).
+inline double relative_error(const float* a, const float* ref, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    diff = std::max(diff, static_cast<double>(std::fabs(a[j] - ref[j])));
+    scale = std::max(scale, static_cast<double>(std::fabs(ref[j])));
+  }
+  return diff / scale;
 }
 
 inline std::string join_ids(const std::vector<int32_t>& ids, const char* sep) {

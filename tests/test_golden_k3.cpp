@@ -125,6 +125,14 @@ TEST_CASE("Kimi K3: rewinding restores the recurrent state exactly", "[golden-k3
     REQUIRE(again.size() == (ids.size() - pos) * vocab);
     CHECK(std::memcmp(again.data(), expected.data() + pos * vocab, again.size() * sizeof(float)) == 0);
   }
+  // A prefill then token-by-token decoding (no snapshots between single tokens): rewinding into
+  // the decoded stretch replays from the prefill's snapshot.
+  auto decoding = engine->new_session();
+  decoding->append(std::span<const int32_t>(ids).first(8), false);
+  for (size_t at = 8; at < ids.size(); ++at) decoding->append(std::span<const int32_t>(ids).subspan(at, 1), false);
+  decoding->rewind(20);
+  const auto tail = decoding->append(std::span<const int32_t>(ids).subspan(20), true);
+  CHECK(std::memcmp(tail.data(), expected.data() + 20 * vocab, tail.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("Kimi K3 through the CLI: greedy ids and logits", "[golden-k3]") {

@@ -3,9 +3,10 @@
 // expert table, model and timeline state:
 //   K2: the state is an append-only latent KV cache, so rewinding only moves the position.
 //   K3: KDA layers carry a recurrent state, so a session keeps snapshots of the state taken
-//       before recent appends; rewinding restores the latest snapshot at or before the target
-//       and replays the tokens up to it (kernels are deterministic, so the state is bit-identical
-//       to never having gone further).
+//       before recent multi-token appends (prefill chunks, verify passes; not single-token decode
+//       steps, whose copies would cost more than the step); rewinding restores the latest snapshot
+//       at or before the target and replays the tokens up to it (kernels are deterministic, so the
+//       state is bit-identical to never having gone further).
 #include <deltafin/engine.hpp>
 
 #include <deque>
@@ -60,7 +61,7 @@ class ModelSession final : public Session {
     const int64_t n = static_cast<int64_t>(tokens.size());
     if (n == 0) fail("nothing to append: the token list is empty");
     if constexpr (F::kRecurrent) {
-      snapshots_.push_back({position_, state_});
+      if (n > 1) snapshots_.push_back({position_, state_});
       if (snapshots_.size() > kSnapshots) snapshots_.pop_front();
     }
     std::vector<float> logits(all_logits ? n * vocab : vocab);

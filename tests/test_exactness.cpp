@@ -66,13 +66,14 @@ TEST_CASE("rewinding and decoding again equals never having gone further", "[exa
   CHECK(std::memcmp(again.data(), expected.data() + 10 * vocab, again.size() * sizeof(float)) == 0);
 }
 
-TEST_CASE("greedy ids from the CLI agree across chunk, threads and cache budget", "[exactness]") {
+TEST_CASE("greedy ids from the CLI agree across chunk, threads, cache budget and page-cache bypass", "[exactness]") {
   const std::string dir = test::fixture("dsv3_tiny");
   const std::string prompt = test::join_ids(test::read_golden(dir).prompt, ",");
   const std::string base = "run -m " + dir + " --tokens " + prompt + " -n 24 --temp 0 --ids --ignore-eos";
   const auto reference = test::run_deltafin(base);
   REQUIRE(reference.exit_code == 0);
-  for (const char* extra : {" --chunk 1", " --threads 1", " --cache-gb 0", " --chunk 3 --threads 2 --cache-gb 0.0001"}) {
+  for (const char* extra : {" --chunk 1", " --threads 1", " --cache-gb 0", " --chunk 3 --threads 2 --cache-gb 0.0001",
+                            " --no-bypass", " --no-bypass --cache-gb 0"}) {
     INFO(extra);
     CHECK(test::run_deltafin(base + extra).output == reference.output);
   }

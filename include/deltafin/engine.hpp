@@ -16,6 +16,7 @@ struct EngineOptions {
   double cache_gb = 4.0;   // byte budget of the routed-expert cache
   int threads = 0;         // 0: one per hardware thread
   int64_t chunk = 64;      // positions per prefill pass
+  bool bypass = true;      // read routed experts around the page cache (O_DIRECT / F_NOCACHE)
 };
 
 struct ModelSummary {

@@ -26,7 +26,8 @@ inline constexpr const char* kBundledModel = "models/default";
 // the binary's build directory, then ./models/default. Throws when none exists.
 std::string model_dir_or_default(const std::string& given);
 
-// Flags every model-running command shares: -m (optional), --cache-gb, --threads, --chunk.
+// Flags every model-running command shares: -m (optional), --cache-gb, --threads, --chunk,
+// --no-bypass.
 void add_engine_flags(CLI::App& app, EngineOptions& options);
 
 // Parses "1,17,300" into ids; throws deltafin::Error naming the flag on bad input.

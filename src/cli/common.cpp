@@ -44,6 +44,7 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("--cache-gb", options.cache_gb, "Byte budget of the routed-expert cache, in GB")->capture_default_str();
   app.add_option("--threads", options.threads, "Worker threads (0: one per hardware thread)")->capture_default_str();
   app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();
+  app.add_flag("--no-bypass{false}", options.bypass, "Read routed experts through the page cache (default: bypass it)");
 }
 
 std::vector<int32_t> parse_token_list(const std::string& text, const char* flag) {

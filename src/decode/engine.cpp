@@ -121,7 +121,7 @@ class ModelEngine final : public Engine {
         index_(WeightIndex::open(o.model_dir)),
         experts_(F::experts(*index_, config_)),
         backend_(make_cpu_backend(o.threads)),
-        store_(*index_, experts_, static_cast<uint64_t>(o.cache_gb * 1e9)),
+        store_(*index_, experts_, static_cast<uint64_t>(o.cache_gb * 1e9), o.bypass),
         model_(*index_, config_, *backend_, store_) {
     summary_.architecture = F::name(config_);
     summary_.vocab_size = F::vocab(config_);

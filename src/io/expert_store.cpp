@@ -12,8 +12,8 @@ constexpr uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
 
-ExpertStore::ExpertStore(const WeightIndex& index, const ExpertTable& experts, uint64_t budget_bytes)
-    : index_(index), experts_(experts), budget_(budget_bytes) {}
+ExpertStore::ExpertStore(const WeightIndex& index, const ExpertTable& experts, uint64_t budget_bytes, bool bypass)
+    : index_(index), experts_(experts), budget_(budget_bytes), bypass_(bypass) {}
 
 ExpertHandle ExpertStore::read(int64_t layer, int64_t expert) const {
   const ExpertRef& ref = experts_.at(layer, expert);
@@ -30,11 +30,12 @@ ExpertHandle ExpertStore::read(int64_t layer, int64_t expert) const {
     view.format = m.format;
     view.rows = m.rows;
     view.cols = m.cols;
-    index_.read(m.weight, cursor);
+    auto read = [&](const TensorRef& t, std::byte* dst) { bypass_ ? index_.read_uncached(t, dst) : index_.read(t, dst); };
+    read(m.weight, cursor);
     view.data = cursor;
     cursor += align64(m.weight.info->nbytes);
     if (m.scale.info) {
-      index_.read(m.scale, cursor);
+      read(m.scale, cursor);
       if (m.format == WeightFormat::MXFP4 && std::memchr(cursor, 0xFF, m.scale.info->nbytes))
         fail("{}: tensor '{}.weight_scale' holds the E8M0 NaN byte 0xFF (corrupt checkpoint?)",
              index_.shard_path(m.scale.shard), m.name);

@@ -39,7 +39,8 @@ struct ExpertStoreStats {
 
 class ExpertStore {
  public:
-  ExpertStore(const WeightIndex& index, const ExpertTable& experts, uint64_t budget_bytes);
+  // bypass: read experts around the page cache (the default for streaming; see ReadOnlyFile).
+  ExpertStore(const WeightIndex& index, const ExpertTable& experts, uint64_t budget_bytes, bool bypass = true);
 
   ExpertHandle acquire(int64_t layer, int64_t expert);
   ExpertStoreStats stats() const;
@@ -58,6 +59,7 @@ class ExpertStore {
   const WeightIndex& index_;
   const ExpertTable& experts_;
   uint64_t budget_;
+  bool bypass_;
   mutable std::mutex mutex_;
   std::unordered_map<Key, Entry> cache_;
   std::list<Key> lru_;  // front = most recently used

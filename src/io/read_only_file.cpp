@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/aligned_buffer.hpp"
 #include "util/error.hpp"
 
 namespace deltafin {
@@ -22,10 +23,16 @@ ReadOnlyFile::ReadOnlyFile(std::string path) : path_(std::move(path)) {
     fail("{}: cannot stat: {}", path_, std::strerror(err));
   }
   size_ = static_cast<uint64_t>(st.st_size);
+#ifdef __APPLE__
+  ::fcntl(fd_, F_NOCACHE, 1);  // macOS: every read of this descriptor bypasses the cache
+#elif defined(O_DIRECT)
+  direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);  // -1: filesystem refuses
+#endif
 }
 
 ReadOnlyFile::~ReadOnlyFile() {
   if (fd_ >= 0) ::close(fd_);
+  if (direct_fd_ >= 0) ::close(direct_fd_);
 }
 
 void ReadOnlyFile::read_exact(void* dst, uint64_t size, uint64_t offset) const {
@@ -40,6 +47,32 @@ void ReadOnlyFile::read_exact(void* dst, uint64_t size, uint64_t offset) const {
     if (n == 0) fail("{}: file ends at byte {}, expected {} bytes at offset {} (truncated?)", path_, offset + done, size, offset);
     done += static_cast<uint64_t>(n);
   }
+}
+
+void ReadOnlyFile::read_uncached(void* dst, uint64_t size, uint64_t offset) const {
+  constexpr uint64_t kAlign = AlignedBuffer::kAlignment;
+  if (direct_fd_ < 0) {
+    read_exact(dst, size, offset);
+#ifdef POSIX_FADV_DONTNEED
+    ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(size), POSIX_FADV_DONTNEED);
+#endif
+    return;
+  }
+  // O_DIRECT needs aligned offsets, lengths and buffers: read the aligned span into a bounce buffer.
+  const uint64_t begin = offset / kAlign * kAlign, end = (offset + size + kAlign - 1) / kAlign * kAlign;
+  thread_local AlignedBuffer bounce;
+  if (bounce.size() < end - begin) bounce = AlignedBuffer(end - begin);
+  uint64_t done = 0;
+  while (begin + done < offset + size) {
+    const ssize_t n = ::pread(direct_fd_, bounce.data() + done, end - begin - done, static_cast<off_t>(begin + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("{}: direct read of {} bytes at offset {} failed: {}", path_, size, offset, std::strerror(errno));
+    }
+    if (n == 0) fail("{}: file ends at byte {}, expected {} bytes at offset {} (truncated?)", path_, begin + done, size, offset);
+    done += static_cast<uint64_t>(n);
+  }
+  std::memcpy(dst, bounce.data() + (offset - begin), size);
 }
 
 }  // namespace deltafin

@@ -1,5 +1,8 @@
 // A model file opened read-only, read with positional reads (pread) that loop over short reads.
 // Model files are never written. Errors name the file and the byte range.
+// read_uncached() bypasses the page cache (O_DIRECT on Linux through a second descriptor,
+// F_NOCACHE on macOS): streamed experts must not crowd the resident spine out of memory. Where
+// the filesystem refuses direct I/O it reads normally and drops the pages afterwards.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,8 @@ class ReadOnlyFile {
 
   // Reads exactly `size` bytes at `offset` into `dst`; throws on EOF or an I/O error.
   void read_exact(void* dst, uint64_t size, uint64_t offset) const;
+  // The same, bypassing the page cache (any offset and size; aligned internally).
+  void read_uncached(void* dst, uint64_t size, uint64_t offset) const;
 
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
@@ -23,6 +28,7 @@ class ReadOnlyFile {
  private:
   std::string path_;
   int fd_ = -1;
+  int direct_fd_ = -1;  // O_DIRECT descriptor (Linux), -1 where unavailable
   uint64_t size_ = 0;
 };
 

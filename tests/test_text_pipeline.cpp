@@ -75,7 +75,8 @@ TEST_CASE("stop strings end the output and are not printed", "[text]") {
   out += s.push("\n");
   out += s.push("\nignored");
   CHECK(s.stopped());
-  out += s.push("after") + s.finish();
+  out += s.push("after");
+  out += s.finish();
   CHECK(out == "abc ENX more");
   StopStrings none({});
   CHECK(none.push("text") == "text");

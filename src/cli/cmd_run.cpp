@@ -117,7 +117,10 @@ int run(const RunFlags& f) {
     if (static_cast<int64_t>(generated.size()) == f.max_new) break;
     logits = session->append(std::span<const int32_t>(&next, 1), false);
   }
-  if (!f.ids) emit(stops.push(utf8.finish()) + stops.finish());
+  if (!f.ids) {
+    emit(stops.push(utf8.finish()));  // sequenced: the held-back tail comes last
+    emit(stops.finish());
+  }
   emit("\n");
   const auto t2 = Clock::now();
   std::signal(SIGINT, SIG_DFL);

@@ -91,6 +91,19 @@ void print_tensors(const WeightIndex& index, const ExpertTable& experts, int64_t
   print_bytes("from the tensors", routed, per_token, total - routed, moe, top_k);
 }
 
+// What both families print after their architecture lines: parameters and bytes from the config,
+// then, when the directory holds weights, from the tensors themselves.
+template <class Config, class MakeExpertTable>
+void print_sizes(const std::string& dir, bool weights, const Config& c, const ModelBytes& b,
+                 MakeExpertTable expert_table, int64_t top_k, int64_t experts) {
+  int64_t moe = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe += c.is_moe_layer(l);
+  std::printf("parameters     %.4f B (from config.json)\n", b.parameters / 1e9);
+  if (!weights) return print_bytes("from config.json", b.routed, b.routed_per_token, b.spine, moe, top_k);
+  const auto index = WeightIndex::open(dir);
+  print_tensors(*index, expert_table(*index, c), top_k, experts);
+}
+
 int inspect(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   const ModelFamily family = detect_model_family(config_path);
@@ -99,23 +112,11 @@ int inspect(const std::string& dir) {
   if (family == ModelFamily::KimiK2) {
     const ModelConfig c = load_model_config(config_path);
     print_k2(c);
-    const ModelBytes b = k2_bytes_from_config(c);
-    int64_t moe = 0;
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe += c.is_moe_layer(l);
-    std::printf("parameters     %.4f B (from config.json)\n", b.parameters / 1e9);
-    if (!weights) return print_bytes("from config.json", b.routed, b.routed_per_token, b.spine, moe, c.num_experts_per_tok), 0;
-    const auto index = WeightIndex::open(dir);
-    print_tensors(*index, k2_expert_table(*index, c), c.num_experts_per_tok, c.n_routed_experts);
+    print_sizes(dir, weights, c, k2_bytes_from_config(c), k2_expert_table, c.num_experts_per_tok, c.n_routed_experts);
   } else {
     const K3Config c = load_k3_config(config_path);
     print_k3(c);
-    const ModelBytes b = k3_bytes_from_config(c);
-    int64_t moe = 0;
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe += c.is_moe_layer(l);
-    std::printf("parameters     %.4f B (from config.json)\n", b.parameters / 1e9);
-    if (!weights) return print_bytes("from config.json", b.routed, b.routed_per_token, b.spine, moe, c.num_experts_per_token), 0;
-    const auto index = WeightIndex::open(dir);
-    print_tensors(*index, k3_expert_table(*index, c), c.num_experts_per_token, c.num_experts);
+    print_sizes(dir, weights, c, k3_bytes_from_config(c), k3_expert_table, c.num_experts_per_token, c.num_experts);
   }
   return 0;
 }

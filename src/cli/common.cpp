@@ -71,6 +71,7 @@ void print_receipt(const Engine& engine, double prefill_seconds, int64_t prefill
   const double gb = 1e9;
   const uint64_t lookups = s.expert_hits + s.expert_misses;
   std::fprintf(stderr, "--- deltafin receipt ---\n");
+  std::fprintf(stderr, "model     %s\n", engine.summary().architecture.c_str());
   std::fprintf(stderr, "prefill   %" PRId64 " tokens in %.3f s (%.2f tok/s)\n", prefill_tokens, prefill_seconds,
                prefill_seconds > 0 ? prefill_tokens / prefill_seconds : 0.0);
   std::fprintf(stderr, "decode    %" PRId64 " tokens in %.3f s (%.2f tok/s)\n", decode_tokens, decode_seconds,

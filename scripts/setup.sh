@@ -9,6 +9,8 @@ packages=(
   libicu-dev                        # NFC/NFKC normalizers of tokenizer.json files
   clang libclang-rt-14-dev          # libFuzzer for scripts/fuzz.sh
   python3 python3-numpy             # tools/ (synthetic models)
+  fio gnuplot-nox                   # k3-public-bench/: drive read ceilings, charts
+  e2fsprogs util-linux              # scripts/drives.sh: mkfs.ext4, losetup, findmnt
 )
 
 # node + npm run the reference tokenizers of the tests; keep a newer node if one is installed.

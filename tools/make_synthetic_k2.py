@@ -9,34 +9,11 @@ Usage: python3 tools/make_synthetic_k2.py OUT_DIR [--hidden 1024] [--moe-inter 5
                                                   [--experts 32] [--top-k 8] [--seed 0]
 """
 import argparse
-import json
 import os
 
 import numpy as np
 
-
-def bf16(rng, shape, scale):
-    """Random normal * scale as bf16 bits (round to nearest even)."""
-    x = (rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)).view(np.uint32)
-    return ((x + 0x7FFF + ((x >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def write_shard(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, (dtype, arr) in tensors.items():
-        raw = arr.tobytes()
-        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-        blobs.append(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
+from safetensors_writer import bf16, write_json, write_shard
 
 
 def main():
@@ -105,10 +82,8 @@ def main():
                                  ("down_proj", (h, a.moe_inter))):
                     t[p + f"mlp.{e}.{n}.weight"] = ("BF16", bf16(rng, shape, s(shape[1])))
         emit(l + 1, t)
-    with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=1)
-    with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=1)
+    write_json(os.path.join(a.out, "model.safetensors.index.json"), {"metadata": {"total_size": total}, "weight_map": weight_map})
+    write_json(os.path.join(a.out, "config.json"), cfg)
     print(f"{a.out}: {total / 1e9:.3f} GB")
 
 

@@ -17,6 +17,12 @@ struct EngineOptions {
   int threads = 0;         // 0: one per hardware thread
   int64_t chunk = 64;      // positions per prefill pass
   bool bypass = true;      // read routed experts around the page cache (O_DIRECT / F_NOCACHE)
+  // Placement manifest (deltafin place): "" = <model_dir>/deltafin-placement.json when it
+  // exists, else the original shards; "none" = always the shards.
+  std::string placement;
+  bool verify_reads = false;   // check every expert record's XXH3 as it is read
+  int io_depth = 8;            // reads in flight per drive
+  double io_piece_mb = 1.0;    // records are read in concurrent pieces of this size
 };
 
 struct ModelSummary {
@@ -26,8 +32,17 @@ struct ModelSummary {
   uint64_t spine_bytes = 0;     // resident weights
 };
 
+struct DriveReport {
+  std::string path;          // data file (placement) or model directory (shards)
+  uint64_t bytes = 0;
+  uint64_t reads = 0;
+  uint64_t errors = 0;
+  double busy_seconds = 0;   // time with a read in flight
+  bool failed = false;
+};
+
 struct EngineStats {
-  uint64_t expert_bytes_read = 0;
+  uint64_t expert_bytes_read = 0;   // demand + prefetch
   uint64_t expert_hits = 0;
   uint64_t expert_misses = 0;
   uint64_t peak_cache_bytes = 0;
@@ -36,6 +51,13 @@ struct EngineStats {
   uint64_t positions = 0;
   uint64_t expert_runs = 0;         // experts run (once per pass each)
   uint64_t expert_selections = 0;   // routed selections (positions x layers x top-k)
+  uint64_t repeat_reads_in_pass = 0;  // an expert read twice within one pass (always 0)
+  uint64_t prefetch_reads = 0;
+  uint64_t prefetch_used = 0;
+  uint64_t prefetch_bytes = 0;
+  double io_wait_seconds = 0;       // compute waiting for expert reads
+  std::string expert_source;        // placement manifest path, or "shards"
+  std::vector<DriveReport> drives;
 };
 
 class Session {
@@ -58,6 +80,8 @@ class Engine {
   virtual const ModelSummary& summary() const = 0;
   virtual std::unique_ptr<Session> new_session() = 0;
   virtual EngineStats stats() const = 0;
+  // Requests per (layer, expert) so far, as usage-statistics JSON for `deltafin place --usage`.
+  virtual std::string usage_json() const = 0;
 };
 
 }  // namespace deltafin

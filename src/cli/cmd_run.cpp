@@ -17,6 +17,7 @@
 #include "text/stop_strings.hpp"
 #include "text/tokenizer.hpp"
 #include "text/utf8_stream.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 
 namespace deltafin::cli {
@@ -31,7 +32,7 @@ void on_sigint(int) {
 
 struct RunFlags {
   EngineOptions engine;
-  std::string prompt, prompt_file, tokens, system;
+  std::string prompt, prompt_file, tokens, system, stats_json, record_usage;
   bool prompt_given = false, chat = false, ids = false, stats = false, ignore_eos = false;
   int64_t max_new = 256;
   SamplerOptions sampler;
@@ -97,7 +98,9 @@ int run(const RunFlags& f) {
     }
   }
   const auto t1 = Clock::now();
-  std::vector<int32_t> generated;
+  RunReport report;
+  report.at_decode_start = engine->stats();
+  std::vector<int32_t>& generated = report.generated;
   Utf8Stream utf8;
   StopStrings stops(f.stops);
   auto emit = [](const std::string& s) {
@@ -116,6 +119,7 @@ int run(const RunFlags& f) {
     }
     if (static_cast<int64_t>(generated.size()) == f.max_new) break;
     logits = session->append(std::span<const int32_t>(&next, 1), false);
+    ++report.decode_tokens;
   }
   if (!f.ids) {
     emit(stops.push(utf8.finish()));  // sequenced: the held-back tail comes last
@@ -125,9 +129,12 @@ int run(const RunFlags& f) {
   const auto t2 = Clock::now();
   std::signal(SIGINT, SIG_DFL);
   if (g_interrupted) std::fprintf(stderr, "deltafin: interrupted\n");
-  if (f.stats)
-    print_receipt(*engine, std::chrono::duration<double>(t1 - t0).count(), static_cast<int64_t>(prompt.size()),
-                  std::chrono::duration<double>(t2 - t1).count(), static_cast<int64_t>(generated.size()), generated);
+  report.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+  report.prefill_tokens = static_cast<int64_t>(prompt.size());
+  report.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
+  if (f.stats) print_receipt(*engine, report);
+  if (!f.stats_json.empty()) write_stats_json(f.stats_json, *engine, report);
+  if (!f.record_usage.empty()) write_file_atomically(f.record_usage, engine->usage_json());
   return g_interrupted ? 130 : 0;
 }
 
@@ -152,6 +159,9 @@ Command register_run(CLI::App& app) {
   sub->add_flag("--ids", f->ids, "Print generated token ids, space-separated, on one line");
   sub->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-sequence or end-of-turn tokens");
   sub->add_flag("--stats", f->stats, "Print the receipt to stderr");
+  sub->add_option("--stats-json", f->stats_json, "Write the receipt as JSON to this file");
+  sub->add_option("--record-usage", f->record_usage,
+                  "Write how often each expert was used to this file (input of `deltafin place --usage`)");
   return {sub, [f, p] {
             f->prompt_given = p->count() > 0;
             f->engine.model_dir = model_dir_or_default(f->engine.model_dir);

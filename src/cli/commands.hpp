@@ -33,14 +33,27 @@ void add_engine_flags(CLI::App& app, EngineOptions& options);
 // Parses "1,17,300" into ids; throws deltafin::Error naming the flag on bad input.
 std::vector<int32_t> parse_token_list(const std::string& text, const char* flag);
 
+// What one generation did, for the receipt.
+struct RunReport {
+  double prefill_seconds = 0;
+  int64_t prefill_tokens = 0;
+  double decode_seconds = 0;
+  int64_t decode_tokens = 0;         // decode passes (the first generated token comes from prefill)
+  EngineStats at_decode_start;        // to separate decode's expert reads from prefill's
+  std::vector<int32_t> generated;
+};
+
 // Prints the --stats receipt to stderr.
-void print_receipt(const Engine& engine, double prefill_seconds, int64_t prefill_tokens, double decode_seconds,
-                   int64_t decode_tokens, const std::vector<int32_t>& generated);
+void print_receipt(const Engine& engine, const RunReport& report);
+// Writes the same figures as JSON (--stats-json FILE), written to a temporary name and renamed.
+void write_stats_json(const std::string& path, const Engine& engine, const RunReport& report);
 
 Command register_logits(CLI::App& app);
 Command register_run(CLI::App& app);
 Command register_inspect(CLI::App& app);
 Command register_tokenize(CLI::App& app);
 Command register_detokenize(CLI::App& app);
+Command register_place(CLI::App& app);
+Command register_verify(CLI::App& app);
 
 }  // namespace deltafin::cli

@@ -4,11 +4,8 @@
 #include <filesystem>
 #include <cstdio>
 
-#include <xxhash.h>
-
 #include "cli/commands.hpp"
 #include "util/error.hpp"
-#include "util/memory.hpp"
 
 namespace deltafin::cli {
 
@@ -45,6 +42,13 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("--threads", options.threads, "Worker threads (0: one per hardware thread)")->capture_default_str();
   app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();
   app.add_flag("--no-bypass{false}", options.bypass, "Read routed experts through the page cache (default: bypass it)");
+  app.add_option("--placement", options.placement,
+                 "Placement manifest from `deltafin place` (default: deltafin-placement.json in the model directory "
+                 "when present; 'none': read the original shards)");
+  app.add_flag("--verify-reads", options.verify_reads, "Check every expert record's XXH3 checksum as it is read");
+  app.add_option("--io-depth", options.io_depth, "Reads in flight per drive")->capture_default_str();
+  app.add_option("--io-piece-mb", options.io_piece_mb, "Expert records are read in concurrent pieces of this size (MB)")
+      ->capture_default_str();
 }
 
 std::vector<int32_t> parse_token_list(const std::string& text, const char* flag) {
@@ -63,27 +67,6 @@ std::vector<int32_t> parse_token_list(const std::string& text, const char* flag)
     i = j + 1;
   }
   return ids;
-}
-
-void print_receipt(const Engine& engine, double prefill_seconds, int64_t prefill_tokens, double decode_seconds,
-                   int64_t decode_tokens, const std::vector<int32_t>& generated) {
-  const EngineStats s = engine.stats();
-  const double gb = 1e9;
-  const uint64_t lookups = s.expert_hits + s.expert_misses;
-  std::fprintf(stderr, "--- deltafin receipt ---\n");
-  std::fprintf(stderr, "model     %s\n", engine.summary().architecture.c_str());
-  std::fprintf(stderr, "prefill   %" PRId64 " tokens in %.3f s (%.2f tok/s)\n", prefill_tokens, prefill_seconds,
-               prefill_seconds > 0 ? prefill_tokens / prefill_seconds : 0.0);
-  std::fprintf(stderr, "decode    %" PRId64 " tokens in %.3f s (%.2f tok/s)\n", decode_tokens, decode_seconds,
-               decode_seconds > 0 ? decode_tokens / decode_seconds : 0.0);
-  std::fprintf(stderr, "experts   %.4f GB read, %" PRIu64 " runs for %" PRIu64 " selections, cache hit rate %.1f%%\n",
-               s.expert_bytes_read / gb, s.expert_runs, s.expert_selections,
-               lookups ? 100.0 * s.expert_hits / lookups : 0.0);
-  std::fprintf(stderr, "memory    peak RSS %.4f GB = spine %.4f GB + expert cache peak %.4f GB (budget %.4f GB) + rest\n",
-               peak_rss_bytes() / gb, engine.summary().spine_bytes / gb, s.peak_cache_bytes / gb,
-               s.cache_budget_bytes / gb);
-  const uint64_t hash = XXH3_64bits(generated.data(), generated.size() * sizeof(int32_t));
-  std::fprintf(stderr, "ids hash  xxh3:%016" PRIx64 " (%zu ids)\n", hash, generated.size());
 }
 
 }  // namespace deltafin::cli

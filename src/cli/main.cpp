@@ -1,4 +1,7 @@
 // deltafin: run giant MoE models with experts streamed from SSD. Entry point and dispatch.
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 
 #include "cli/commands.hpp"
@@ -10,7 +13,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "deltafin 0.1.0");
   const cli::Command commands[] = {cli::register_run(app), cli::register_logits(app), cli::register_inspect(app),
-                                     cli::register_tokenize(app), cli::register_detokenize(app)};
+                                     cli::register_tokenize(app), cli::register_detokenize(app),
+                                     cli::register_place(app),    cli::register_verify(app)};
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("deltafin"));  // warnings go to stderr
+  spdlog::set_pattern("deltafin: %l: %v");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,5 +1,5 @@
 // Engine and Session over the model families (K2/DeepSeek-V3 and K3), the CPU backend and the
-// synchronous expert store. One template serves both families; they differ in their config,
+// expert store (fed by the placement's drives or the original shards). One template serves both families; they differ in their config,
 // expert table, model and timeline state:
 //   K2: the state is an append-only latent KV cache, so rewinding only moves the position.
 //   K3: KDA layers carry a recurrent state, so a session keeps snapshots of the state taken
@@ -13,11 +13,13 @@
 #include <filesystem>
 
 #include "backend/backend.hpp"
+#include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
 #include "model/k2_model.hpp"
 #include "model/k3_model.hpp"
 #include "util/error.hpp"
 #include "weights/model_family.hpp"
+#include "weights/placement.hpp"
 #include "weights/weight_index.hpp"
 
 namespace deltafin {
@@ -48,6 +50,25 @@ struct K3Family {
   static int64_t vocab(const Config& c) { return c.vocab_size; }
   static int64_t eos(const Config& c) { return c.eos_token_id; }
 };
+
+// Expert records come from the placement when there is one (given, or next to the model), else
+// from the original shards.
+std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIndex& index, const ExpertTable& experts,
+                                          std::string& source) {
+  ReaderOptions r;
+  r.bypass = o.bypass;
+  r.depth = o.io_depth;
+  r.piece_bytes = round_up(static_cast<uint64_t>(o.io_piece_mb * (1 << 20)), 4096);
+  r.verify = o.verify_reads;
+  std::string path = o.placement;
+  if (path.empty() && std::filesystem::exists(default_placement_path(o.model_dir))) path = default_placement_path(o.model_dir);
+  if (path.empty() || path == "none") {
+    source = "shards";
+    return ExpertReader::from_shards(index, experts, r);
+  }
+  source = path;
+  return ExpertReader::from_placement(read_placement(path), path, experts, r);
+}
 
 template <class F>
 class ModelSession final : public Session {
@@ -121,7 +142,8 @@ class ModelEngine final : public Engine {
         index_(WeightIndex::open(o.model_dir)),
         experts_(F::experts(*index_, config_)),
         backend_(make_cpu_backend(o.threads)),
-        store_(*index_, experts_, static_cast<uint64_t>(o.cache_gb * 1e9), o.bypass),
+        reader_(open_reader(o, *index_, experts_, expert_source_)),
+        store_(*index_, experts_, *reader_, static_cast<uint64_t>(o.cache_gb * 1e9)),
         model_(*index_, config_, *backend_, store_) {
     summary_.architecture = F::name(config_);
     summary_.vocab_size = F::vocab(config_);
@@ -136,9 +158,20 @@ class ModelEngine final : public Engine {
   EngineStats stats() const override {
     const ExpertStoreStats s = store_.stats();
     const PassStats& p = model_.stats();
-    return EngineStats{s.bytes_read, s.hits, s.misses, s.peak_cached_bytes, store_.budget_bytes(),
-                       p.passes, p.positions, p.expert_runs, p.expert_selections};
+    EngineStats out{s.bytes_read, s.hits, s.misses, s.peak_cached_bytes, store_.budget_bytes(),
+                    p.passes, p.positions, p.expert_runs, p.expert_selections};
+    out.repeat_reads_in_pass = s.repeat_reads_in_pass;
+    out.prefetch_reads = s.prefetch_reads;
+    out.prefetch_used = s.prefetch_used;
+    out.prefetch_bytes = s.prefetch_bytes;
+    out.io_wait_seconds = s.wait_seconds;
+    out.expert_source = expert_source_;
+    for (const DriveStats& d : reader_->drive_stats())
+      out.drives.push_back({d.name, d.bytes, d.reads, d.errors, d.busy_seconds, d.failed});
+    return out;
   }
+
+  std::string usage_json() const override { return deltafin::usage_json(model_fingerprint(experts_), store_.usage()); }
 
  private:
   EngineOptions options_;
@@ -146,6 +179,8 @@ class ModelEngine final : public Engine {
   std::unique_ptr<WeightIndex> index_;
   ExpertTable experts_;
   std::unique_ptr<Backend> backend_;
+  std::string expert_source_;
+  std::unique_ptr<ExpertReader> reader_;
   ExpertStore store_;
   typename F::Model model_;
   ModelSummary summary_;
@@ -156,6 +191,9 @@ class ModelEngine final : public Engine {
 std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
   if (options.cache_gb < 0) fail("--cache-gb must be >= 0 (got {})", options.cache_gb);
   if (options.chunk <= 0) fail("--chunk must be positive (got {})", options.chunk);
+  if (options.io_depth < 1 || options.io_depth > 256) fail("--io-depth must be 1..256 (got {})", options.io_depth);
+  if (!(options.io_piece_mb >= 0.004 && options.io_piece_mb <= 1024))
+    fail("--io-piece-mb must be between 0.004 and 1024 (got {})", options.io_piece_mb);
   const std::string config = (std::filesystem::path(options.model_dir) / "config.json").string();
   switch (detect_model_family(config)) {
     case ModelFamily::KimiK2: return std::make_unique<ModelEngine<K2Family>>(options);

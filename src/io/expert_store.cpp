@@ -1,92 +1,234 @@
-// ExpertStore: a byte-budgeted LRU cache over synchronous reads of expert tensors.
+// ExpertStore: byte-budgeted expert memory over asynchronous record reads (see expert_store.hpp).
 #include "io/expert_store.hpp"
 
+#include <chrono>
 #include <cstring>
 
 #include "util/error.hpp"
+#include "util/human_bytes.hpp"
 
 namespace deltafin {
-namespace {
 
-constexpr uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
-
-}  // namespace
-
-ExpertStore::ExpertStore(const WeightIndex& index, const ExpertTable& experts, uint64_t budget_bytes, bool bypass)
-    : index_(index), experts_(experts), budget_(budget_bytes), bypass_(bypass) {}
-
-ExpertHandle ExpertStore::read(int64_t layer, int64_t expert) const {
-  const ExpertRef& ref = experts_.at(layer, expert);
-  uint64_t total = 0;
-  for (const MatrixRef& m : ref.proj) total += align64(m.weight.info->nbytes) + (m.scale.info ? align64(m.scale.info->nbytes) : 0);
-  auto out = std::make_shared<ExpertWeights>();
-  out->storage = AlignedBuffer(total);
-  out->bytes = ref.bytes();
-  out->resident_bytes = (total + AlignedBuffer::kAlignment - 1) / AlignedBuffer::kAlignment * AlignedBuffer::kAlignment;
-  std::byte* cursor = out->storage.data();
-  for (int p = 0; p < 3; ++p) {
-    const MatrixRef& m = ref.proj[p];
-    WeightView& view = out->proj[p];
-    view.format = m.format;
-    view.rows = m.rows;
-    view.cols = m.cols;
-    auto read = [&](const TensorRef& t, std::byte* dst) { bypass_ ? index_.read_uncached(t, dst) : index_.read(t, dst); };
-    read(m.weight, cursor);
-    view.data = cursor;
-    cursor += align64(m.weight.info->nbytes);
-    if (m.scale.info) {
-      read(m.scale, cursor);
-      if (m.format == WeightFormat::MXFP4 && std::memchr(cursor, 0xFF, m.scale.info->nbytes))
-        fail("{}: tensor '{}.weight_scale' holds the E8M0 NaN byte 0xFF (corrupt checkpoint?)",
-             index_.shard_path(m.scale.shard), m.name);
-      view.scales = cursor;
-      cursor += align64(m.scale.info->nbytes);
-    }
+ExpertStore::ExpertStore(const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader,
+                         uint64_t budget_bytes)
+    : index_(index), experts_(experts), reader_(reader), budget_(budget_bytes), layers_(experts.layers()) {
+  uint64_t largest = 0;
+  usage_.resize(layers_);
+  for (int64_t layer = 0; layer < layers_; ++layer) {
+    if (!experts.has(layer)) continue;
+    usage_[layer].assign(experts.experts(), 0);
+    for (int64_t e = 0; e < experts.experts(); ++e) largest = std::max(largest, reader.buffer_bytes(layer, e));
   }
-  return out;
+  if (budget_ < largest)
+    fail("--cache-gb {:g} cannot hold one expert ({}); all expert memory lives in this budget, so it must be at "
+         "least --cache-gb {:.9g}", budget_ / 1e9, human_bytes(largest), largest / 1e9);
 }
 
-void ExpertStore::make_room(uint64_t bytes) {
-  // Evict least recently used experts that nobody holds until `bytes` more fit.
-  for (auto it = lru_.end(); it != lru_.begin() && stats_.cached_bytes + bytes > budget_;) {
-    --it;
-    auto entry = cache_.find(*it);
-    if (entry->second.weights.use_count() > 1) continue;  // pinned by a caller
-    stats_.cached_bytes -= entry->second.weights->resident_bytes;
-    cache_.erase(entry);
-    it = lru_.erase(it);
+ExpertStore::~ExpertStore() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return reads_in_flight_ == 0; });
+}
+
+uint64_t ExpertStore::next_use(const Entry& e) const {
+  if (e.cold) return static_cast<uint64_t>(layers_) + 1;
+  return static_cast<uint64_t>((e.layer - current_layer_ - 1 + 2 * layers_) % layers_ + 1);  // next layer: 1, this one: L
+}
+
+void ExpertStore::evict(Key k) {
+  auto it = entries_.find(k);
+  used_bytes_ -= it->second.weights->resident_bytes;
+  entries_.erase(it);
+}
+
+bool ExpertStore::make_room(uint64_t bytes, uint64_t limit) {
+  while (used_bytes_ + bytes > budget_) {
+    const Entry* victim = nullptr;
+    Key victim_key = 0;
+    for (const auto& [k, e] : entries_) {
+      if (e.state != State::Ready || e.pins > 0 || e.wanted || next_use(e) <= limit) continue;
+      if (!victim || next_use(e) > next_use(*victim) ||
+          (next_use(e) == next_use(*victim) && e.last_use < victim->last_use)) {
+        victim = &e;
+        victim_key = k;
+      }
+    }
+    if (!victim) return false;
+    evict(victim_key);
+  }
+  return true;
+}
+
+void ExpertStore::start_read(Entry& e) {
+  const uint64_t bytes = reader_.buffer_bytes(e.layer, e.expert);
+  auto w = std::make_shared<ExpertWeights>();
+  w->storage = AlignedBuffer(bytes);
+  w->bytes = reader_.layout(e.layer, e.expert).payload;
+  w->resident_bytes = round_up(bytes, AlignedBuffer::kAlignment);
+  w->proj = record_views(experts_.at(e.layer, e.expert), reader_.layout(e.layer, e.expert), w->storage.data());
+  e.weights = w;
+  e.state = State::Reading;
+  used_bytes_ += w->resident_bytes;
+  stats_.peak_cached_bytes = std::max(stats_.peak_cached_bytes, used_bytes_);
+  stats_.bytes_read += w->bytes;
+  if (e.read_pass == pass_) ++stats_.repeat_reads_in_pass;
+  e.read_pass = pass_;
+  ++reads_in_flight_;
+  const Key k = key(e.layer, e.expert);
+  reader_.read(e.layer, e.expert, w->storage.data(), [this, k, w](std::exception_ptr error) {
+    if (!error) error = check_scales(k, *w);
+    std::lock_guard lock(mutex_);
+    Entry& done = entries_.at(k);
+    --reads_in_flight_;
+    if (done.prefetch_read) prefetch_in_flight_ -= w->resident_bytes, done.prefetch_read = false;
+    if (error) {
+      used_bytes_ -= w->resident_bytes;
+      done.weights.reset();
+      if (done.prefetched && !done.wanted) entries_.erase(k);  // a failed guess: a demand read retries
+      else done.state = State::Failed, done.error = error;
+    } else {
+      done.state = State::Ready;
+    }
+    changed_.notify_all();
+  });
+}
+
+std::exception_ptr ExpertStore::check_scales(Key k, const ExpertWeights& w) const {
+  // An E8M0 scale byte of 0xFF is NaN: refuse the expert rather than compute garbage.
+  const ExpertRef& ref = experts_.at(static_cast<int64_t>(k >> 32), static_cast<int64_t>(k & 0xFFFFFFFF));
+  for (int p = 0; p < 3; ++p) {
+    const MatrixRef& m = ref.proj[p];
+    if (m.format != WeightFormat::MXFP4 || !std::memchr(w.proj[p].scales, 0xFF, m.scale.info->nbytes)) continue;
+    return std::make_exception_ptr(Error(fmt::format("{}: tensor '{}.weight_scale' holds the E8M0 NaN byte 0xFF (corrupt checkpoint?)",
+                                                     index_.shard_path(m.scale.shard), m.name)));
+  }
+  return nullptr;
+}
+
+void ExpertStore::issue_queued() {
+  size_t started = 0;
+  while (started < queued_.size()) {
+    Entry& e = entries_.at(queued_[started]);
+    if (!make_room(reader_.buffer_bytes(e.layer, e.expert), 0)) break;
+    start_read(e);
+    ++started;
+  }
+  queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(started));
+}
+
+void ExpertStore::request(int64_t layer, std::span<const int32_t> experts) {
+  std::lock_guard lock(mutex_);
+  current_layer_ = layer;
+  for (int32_t expert : experts) {
+    ++usage_[layer][expert];
+    const Key k = key(layer, expert);
+    auto it = entries_.find(k);
+    if (it != entries_.end() && it->second.state == State::Failed) {
+      entries_.erase(it);
+      it = entries_.end();
+    }
+    if (it != entries_.end()) {
+      Entry& e = it->second;
+      if (e.state != State::Queued) ++stats_.hits;
+      if (e.prefetched) ++stats_.prefetch_used, e.prefetched = false;
+      e.wanted = true;
+      e.cold = false;
+      continue;
+    }
+    ++stats_.misses;
+    Entry& e = entries_[k];
+    e.layer = layer;
+    e.expert = expert;
+    e.wanted = true;
+    queued_.push_back(k);
+  }
+  issue_queued();
+}
+
+void ExpertStore::prefetch(int64_t layer, std::span<const int32_t> experts, uint64_t byte_cap) {
+  std::lock_guard lock(mutex_);
+  for (int32_t expert : experts) {
+    const Key k = key(layer, expert);
+    if (entries_.count(k)) continue;
+    const uint64_t bytes = round_up(reader_.buffer_bytes(layer, expert), AlignedBuffer::kAlignment);
+    if (prefetch_in_flight_ + bytes > byte_cap) break;
+    Entry probe;
+    probe.layer = layer;
+    if (!make_room(bytes, next_use(probe))) break;  // only room taken from experts needed later
+    Entry& e = entries_[k];
+    e.layer = layer;
+    e.expert = expert;
+    e.prefetched = true;
+    e.prefetch_read = true;
+    e.last_use = ++tick_;
+    prefetch_in_flight_ += bytes;
+    ++stats_.prefetch_reads;
+    stats_.prefetch_bytes += reader_.layout(layer, expert).payload;
+    start_read(e);
   }
 }
 
 ExpertHandle ExpertStore::acquire(int64_t layer, int64_t expert) {
-  const Key key = (static_cast<uint64_t>(layer) << 32) | static_cast<uint64_t>(expert);
-  {
-    std::lock_guard lock(mutex_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      ++stats_.hits;
-      lru_.splice(lru_.begin(), lru_, it->second.lru_pos);
-      return it->second.weights;
+  const Key k = key(layer, expert);
+  std::unique_lock lock(mutex_);
+  auto it = entries_.find(k);
+  if (it == entries_.end() || (!it->second.wanted && it->second.state == State::Failed)) {
+    lock.unlock();
+    const int32_t one = static_cast<int32_t>(expert);
+    request(layer, std::span(&one, 1));
+    lock.lock();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    Entry& e = entries_.at(k);
+    if (e.state == State::Ready || e.state == State::Failed) break;
+    if (e.state == State::Queued) {
+      issue_queued();
+      if (e.state == State::Queued && reads_in_flight_ == 0)  // nothing will free room: never hang
+        fail("the expert budget ({}) is held by experts in use; raise --cache-gb", human_bytes(budget_));
+      if (e.state != State::Queued) continue;
     }
+    changed_.wait(lock);
   }
-  ExpertHandle weights = read(layer, expert);
+  stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Entry& e = entries_.at(k);
+  if (e.state == State::Failed) {
+    const std::exception_ptr error = e.error;
+    entries_.erase(k);
+    std::erase(queued_, k);
+    std::rethrow_exception(error);
+  }
+  e.wanted = false;
+  ++e.pins;
+  e.last_use = ++tick_;
+  std::shared_ptr<ExpertWeights> keep = e.weights;
+  return ExpertHandle(keep.get(), [this, k, keep](const ExpertWeights*) { unpin(k); });
+}
+
+void ExpertStore::unpin(Key k) {
   std::lock_guard lock(mutex_);
-  ++stats_.misses;
-  stats_.bytes_read += weights->bytes;
-  if (cache_.count(key)) return cache_[key].weights;  // another thread read it meanwhile
-  make_room(weights->resident_bytes);
-  if (stats_.cached_bytes + weights->resident_bytes <= budget_) {
-    lru_.push_front(key);
-    cache_[key] = Entry{weights, lru_.begin()};
-    stats_.cached_bytes += weights->resident_bytes;
-    stats_.peak_cached_bytes = std::max(stats_.peak_cached_bytes, stats_.cached_bytes);
+  --entries_.at(k).pins;
+  issue_queued();
+  changed_.notify_all();
+}
+
+void ExpertStore::demote(int64_t layer, std::span<const int32_t> experts) {
+  std::lock_guard lock(mutex_);
+  for (int32_t expert : experts) {
+    auto it = entries_.find(key(layer, expert));
+    if (it != entries_.end() && !it->second.wanted) it->second.cold = true;
   }
-  return weights;
 }
 
 ExpertStoreStats ExpertStore::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  ExpertStoreStats s = stats_;
+  s.cached_bytes = used_bytes_;
+  return s;
+}
+
+std::vector<std::vector<uint64_t>> ExpertStore::usage() const {
+  std::lock_guard lock(mutex_);
+  return usage_;
 }
 
 }  // namespace deltafin

@@ -1,68 +1,117 @@
-// The expert store: every routed-expert byte reaches the model through here.
-// acquire(layer, expert) returns the expert's three projections in memory, from the cache or
-// read synchronously from the checkpoint shards. The cache holds at most `budget_bytes` of
-// experts (LRU); experts in use are pinned by their handles and never evicted. When the budget
-// cannot hold an expert, it is read into a transient buffer that lives only while in use.
-// (Stage 5 replaces the reader with per-drive queues, page-cache bypass and prefetch.)
+// The expert store: every routed-expert byte reaches the model through here, and all expert
+// memory (cached, being read, in use) lives inside one byte budget that is never exceeded.
+//   request(layer, experts): the union a pass needs, ascending; reads of the misses start at once
+//     (as far as the budget allows; the rest start as room frees, in the same order).
+//   acquire(layer, expert): waits for that expert and pins it while the handle lives.
+//   prefetch(layer, experts, cap): speculative reads (router lookahead) that only take room from
+//     experts needed later than the prefetched ones.
+//   demote(layer, experts): experts only rejected drafts used go to the cold end.
+// Eviction keeps what the current pass still needs and otherwise evicts the expert whose layer
+// comes back last in the layer cycle (layers are visited in order every pass), cold ones first,
+// least recently used among equals. A pass reads each expert at most once (counted).
 #pragma once
 
-#include <array>
+#include <condition_variable>
 #include <cstdint>
-#include <list>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
+#include <vector>
 
 #include "cpu/weight_view.hpp"
 #include "io/aligned_buffer.hpp"
+#include "io/expert_reader.hpp"
 #include "weights/expert_table.hpp"
-#include "weights/weight_index.hpp"
 
 namespace deltafin {
 
 struct ExpertWeights {
-  AlignedBuffer storage;                // all three projections (and their scales) back to back
+  AlignedBuffer storage;                // the record: all three projections and their scales
   std::array<WeightView, 3> proj;       // gate [inter, hidden], up [inter, hidden], down [hidden, inter]
-  uint64_t bytes = 0;                   // tensor bytes read from disk
+  uint64_t bytes = 0;                   // tensor bytes (the record's payload)
   uint64_t resident_bytes = 0;          // memory held (what the budget counts)
 };
 
 using ExpertHandle = std::shared_ptr<const ExpertWeights>;
 
 struct ExpertStoreStats {
-  uint64_t hits = 0;
-  uint64_t misses = 0;
-  uint64_t bytes_read = 0;
-  uint64_t cached_bytes = 0;       // now
-  uint64_t peak_cached_bytes = 0;
+  uint64_t hits = 0;                // requested experts already in memory (or being prefetched)
+  uint64_t misses = 0;              // requested experts that had to be read
+  uint64_t bytes_read = 0;          // demand + prefetch
+  uint64_t prefetch_reads = 0;
+  uint64_t prefetch_used = 0;       // prefetched experts later requested
+  uint64_t prefetch_bytes = 0;
+  uint64_t repeat_reads_in_pass = 0;  // an expert read twice in one pass (must stay 0)
+  uint64_t cached_bytes = 0;        // now
+  uint64_t peak_cached_bytes = 0;   // peak of all expert memory
+  double wait_seconds = 0;          // time acquire() waited for reads
 };
 
 class ExpertStore {
  public:
-  // bypass: read experts around the page cache (the default for streaming; see ReadOnlyFile).
-  ExpertStore(const WeightIndex& index, const ExpertTable& experts, uint64_t budget_bytes, bool bypass = true);
+  // Throws when the budget cannot hold the largest expert.
+  // `index` names shards in error messages.
+  ExpertStore(const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader, uint64_t budget_bytes);
+  ~ExpertStore();  // waits for reads in flight
 
+  void begin_pass() { ++pass_; }
+  void request(int64_t layer, std::span<const int32_t> experts);
+  void prefetch(int64_t layer, std::span<const int32_t> experts, uint64_t byte_cap);
   ExpertHandle acquire(int64_t layer, int64_t expert);
+  void demote(int64_t layer, std::span<const int32_t> experts);
+
   ExpertStoreStats stats() const;
   uint64_t budget_bytes() const { return budget_; }
+  // Requests per (layer, expert) so far: [layer][expert] (empty rows for dense layers).
+  std::vector<std::vector<uint64_t>> usage() const;
+  const ExpertReader& reader() const { return reader_; }
 
  private:
   using Key = uint64_t;  // layer << 32 | expert
+  enum class State { Queued, Reading, Ready, Failed };
   struct Entry {
-    ExpertHandle weights;
-    std::list<Key>::iterator lru_pos;
+    int64_t layer = 0, expert = 0;
+    State state = State::Queued;
+    std::shared_ptr<ExpertWeights> weights;  // allocated once the read is issued
+    std::exception_ptr error;
+    int pins = 0;
+    bool wanted = false;       // requested by the current pass, not yet acquired
+    bool prefetched = false;   // read by prefetch, not yet requested
+    bool prefetch_read = false;  // its read (started by prefetch) counts in prefetch_in_flight_
+    bool cold = false;
+    uint64_t last_use = 0;
+    uint64_t read_pass = ~uint64_t{0};
   };
 
-  ExpertHandle read(int64_t layer, int64_t expert) const;
-  void make_room(uint64_t bytes);
+  static Key key(int64_t layer, int64_t expert) { return static_cast<uint64_t>(layer) << 32 | static_cast<uint64_t>(expert); }
+  // Frees unpinned, unwanted memory until `bytes` more fit. Only entries that come back later than
+  // `limit` (cycle distance; see next_use) may go. Returns false when it cannot.
+  bool make_room(uint64_t bytes, uint64_t limit);
+  uint64_t next_use(const Entry& e) const;  // cycle distance until e's layer runs again; cold: max
+  void start_read(Entry& e);                // mutex held; room already made
+  void issue_queued();                      // mutex held: start queued requests in order while room allows
+  void evict(Key k);
+  std::exception_ptr check_scales(Key k, const ExpertWeights& w) const;
+  void unpin(Key k);
 
   const WeightIndex& index_;
   const ExpertTable& experts_;
+  ExpertReader& reader_;
   uint64_t budget_;
-  bool bypass_;
+  int64_t layers_;
   mutable std::mutex mutex_;
-  std::unordered_map<Key, Entry> cache_;
-  std::list<Key> lru_;  // front = most recently used
+  std::condition_variable changed_;   // a read completed or a pin was released
+  std::unordered_map<Key, Entry> entries_;
+  std::vector<Key> queued_;           // requested, waiting for room, in request order
+  std::vector<std::vector<uint64_t>> usage_;
+  uint64_t used_bytes_ = 0;           // buffers of Reading and Ready entries
+  uint64_t prefetch_in_flight_ = 0;
+  int reads_in_flight_ = 0;
+  int64_t current_layer_ = 0;
+  uint64_t tick_ = 0;
+  uint64_t pass_ = 0;
   ExpertStoreStats stats_;
 };
 

@@ -6,12 +6,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "io/aligned_buffer.hpp"
 #include "util/error.hpp"
 
 namespace deltafin {
+namespace {
+
+constexpr uint64_t round_up_to(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
 
 ReadOnlyFile::ReadOnlyFile(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -58,21 +64,34 @@ void ReadOnlyFile::read_uncached(void* dst, uint64_t size, uint64_t offset) cons
 #endif
     return;
   }
-  // O_DIRECT needs aligned offsets, lengths and buffers: read the aligned span into a bounce buffer.
+  // O_DIRECT needs aligned offsets, lengths and buffers: placed records are, and are read in
+  // place; anything else goes through a bounce buffer holding the aligned span.
+  if ((offset | size | reinterpret_cast<uintptr_t>(dst)) % kAlign == 0) {
+    direct_read(dst, size, offset);
+    return;
+  }
   const uint64_t begin = offset / kAlign * kAlign, end = (offset + size + kAlign - 1) / kAlign * kAlign;
   thread_local AlignedBuffer bounce;
   if (bounce.size() < end - begin) bounce = AlignedBuffer(end - begin);
+  direct_read(bounce.data(), std::min(end, round_up_to(size_, kAlign)) - begin, begin, offset + size - begin);
+  std::memcpy(dst, bounce.data() + (offset - begin), size);
+}
+
+void ReadOnlyFile::direct_read(void* dst, uint64_t size, uint64_t offset, uint64_t needed) const {
+  // Reads `size` aligned bytes; a short final read is fine once `needed` bytes have arrived (the
+  // file's unaligned tail).
+  if (needed == 0) needed = size;
+  auto* out = static_cast<char*>(dst);
   uint64_t done = 0;
-  while (begin + done < offset + size) {
-    const ssize_t n = ::pread(direct_fd_, bounce.data() + done, end - begin - done, static_cast<off_t>(begin + done));
+  while (done < needed) {
+    const ssize_t n = ::pread(direct_fd_, out + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       fail("{}: direct read of {} bytes at offset {} failed: {}", path_, size, offset, std::strerror(errno));
     }
-    if (n == 0) fail("{}: file ends at byte {}, expected {} bytes at offset {} (truncated?)", path_, begin + done, size, offset);
+    if (n == 0) fail("{}: file ends at byte {}, expected {} bytes at offset {} (truncated?)", path_, offset + done, needed, offset);
     done += static_cast<uint64_t>(n);
   }
-  std::memcpy(dst, bounce.data() + (offset - begin), size);
 }
 
 }  // namespace deltafin

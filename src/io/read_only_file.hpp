@@ -26,6 +26,8 @@ class ReadOnlyFile {
   const std::string& path() const { return path_; }
 
  private:
+  void direct_read(void* dst, uint64_t size, uint64_t offset, uint64_t needed = 0) const;
+
   std::string path_;
   int fd_ = -1;
   int direct_fd_ = -1;  // O_DIRECT descriptor (Linux), -1 where unavailable

@@ -127,13 +127,14 @@ void K2Model::moe(int64_t layer, const float* normed, int64_t n, float* out) {
   backend_.matmul(L.router.view, normed, n, logits.data());
   const RouterSpec router{c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob,
                           c.routed_scaling_factor};
+  const RoutedPlan plan = plan_routed_experts(experts_, layer, router, logits.data(),
+                                              L.router_bias.empty() ? nullptr : L.router_bias.data(), n, stats_);
+  if (c.n_shared_experts > 0) dense_mlp(L.shared, normed, n, out);  // while the routed experts are read
   std::vector<float> routed(n * h);  // [n, hidden]
-  run_routed_experts(backend_, experts_, layer, router, logits.data(),
-                     L.router_bias.empty() ? nullptr : L.router_bias.data(), normed, n, h, c.moe_intermediate_size,
+  run_routed_experts(backend_, experts_, plan, normed, n, h, c.moe_intermediate_size,
                      [](Backend& b, float* gate, const float* up, int64_t m) { b.silu_mul(gate, up, m); },
-                     routed.data(), stats_);
+                     routed.data());
   if (c.n_shared_experts > 0) {
-    dense_mlp(L.shared, normed, n, out);
     for (int64_t i = 0; i < n * h; ++i) out[i] += routed[i];
   } else {
     std::copy(routed.begin(), routed.end(), out);
@@ -147,6 +148,7 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
   for (int64_t t = 0; t < n; ++t)
     if (tokens[t] < 0 || tokens[t] >= c.vocab_size) fail("token id {} is outside the vocabulary (0..{})", tokens[t], c.vocab_size - 1);
   cache.reserve(start + n);
+  experts_.begin_pass();
   std::vector<float> x(n * h), normed(n * h), delta(n * h);  // [n, hidden]
   for (int64_t t = 0; t < n; ++t) backend_.embed(embed_.view, tokens[t], x.data() + t * h);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {

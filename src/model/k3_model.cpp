@@ -229,15 +229,15 @@ void K3Model::moe(int64_t layer, const float* x, int64_t n, float* out) {
   const RouterSpec router{c.num_experts, c.num_experts_per_token, 1, 1,
                           c.renormalize && c.num_experts_per_token > 1, c.routed_scaling_factor};
   const float beta = c.situ_beta, linear_beta = c.situ_linear_beta;
-  run_routed_experts(backend_, experts_, layer, router, logits.data(),
-                     w.router_bias.empty() ? nullptr : w.router_bias.data(), z.data(), n, lat,
-                     c.moe_intermediate_size,
+  const RoutedPlan plan = plan_routed_experts(experts_, layer, router, logits.data(),
+                                              w.router_bias.empty() ? nullptr : w.router_bias.data(), n, stats_);
+  if (c.num_shared_experts > 0) mlp(w.shared, x, n, out);  // while the routed experts are read
+  run_routed_experts(backend_, experts_, plan, z.data(), n, lat, c.moe_intermediate_size,
                      [beta, linear_beta](Backend& b, float* g, const float* u, int64_t m) { b.situ_mul(g, u, m, beta, linear_beta); },
-                     routed.data(), stats_);
+                     routed.data());
   if (c.latent_norm) backend_.rmsnorm(routed.data(), w.latent_norm.data(), n, lat, c.rms_norm_eps, routed.data());
   backend_.matmul(w.up_latent.view, routed.data(), n, up.data());
   if (c.num_shared_experts > 0) {
-    mlp(w.shared, x, n, out);
     for (int64_t i = 0; i < n * h; ++i) out[i] = up[i] + out[i];
   } else {
     std::copy(up.begin(), up.end(), out);
@@ -264,6 +264,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
     if (tokens[t] < 0 || tokens[t] >= c.vocab_size)
       fail("token id {} is outside the vocabulary (0..{})", tokens[t], c.vocab_size - 1);
   state.mla.reserve(start + n);
+  experts_.begin_pass();
   // Attention Residuals: `blocks` are the sealed snapshots, `partial` the running block sum.
   std::vector<std::vector<float>> blocks;
   std::vector<float> partial(n * h), mixed(n * h), normed(n * h), delta(n * h);  // [n, hidden]

@@ -1,32 +1,35 @@
-// run_routed_experts (see routed_experts.hpp).
+// plan_routed_experts / run_routed_experts (see routed_experts.hpp).
 #include "model/routed_experts.hpp"
 
 #include <algorithm>
-#include <map>
-#include <vector>
 
 namespace deltafin {
 
-void run_routed_experts(Backend& backend, ExpertStore& store, int64_t layer, const RouterSpec& router,
-                        const float* router_logits, const float* bias, const float* x, int64_t n, int64_t in,
-                        int64_t width, const GatedActivation& activation, float* out, PassStats& stats) {
+RoutedPlan plan_routed_experts(ExpertStore& store, int64_t layer, const RouterSpec& router, const float* router_logits,
+                               const float* bias, int64_t n, PassStats& stats) {
   const int64_t k = router.top_k;
   std::vector<int32_t> chosen(n * k);
   std::vector<float> weight(n * k);
   for (int64_t t = 0; t < n; ++t)
     route_token(router, router_logits + t * router.experts, bias, chosen.data() + t * k, weight.data() + t * k);
-
-  // The union of the pass's selections, ascending: expert -> (position, weight) pairs.
-  std::map<int32_t, std::vector<std::pair<int64_t, float>>> users;
+  RoutedPlan plan;
+  plan.layer = layer;
   for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < k; ++j) users[chosen[t * k + j]].push_back({t, weight[t * k + j]});
+    for (int64_t j = 0; j < k; ++j) plan.users[chosen[t * k + j]].push_back({t, weight[t * k + j]});
   stats.expert_selections += n * k;
-  stats.expert_runs += users.size();
+  stats.expert_runs += plan.users.size();
+  std::vector<int32_t> ids;
+  for (const auto& entry : plan.users) ids.push_back(entry.first);
+  store.request(layer, ids);
+  return plan;
+}
 
+void run_routed_experts(Backend& backend, ExpertStore& store, const RoutedPlan& plan, const float* x, int64_t n,
+                        int64_t in, int64_t width, const GatedActivation& activation, float* out) {
   std::fill(out, out + n * in, 0.0f);
   std::vector<float> xs, gate, up, y;
-  for (const auto& [expert, uses] : users) {
-    const ExpertHandle w = store.acquire(layer, expert);
+  for (const auto& [expert, uses] : plan.users) {
+    const ExpertHandle w = store.acquire(plan.layer, expert);
     const int64_t m = static_cast<int64_t>(uses.size());
     xs.resize(m * in);
     gate.resize(m * width);

@@ -5,7 +5,7 @@ namespace deltafin {
 
 ExpertTable::ExpertTable(const WeightIndex& index, int64_t layers, int64_t experts, const IsMoe& is_moe,
                          const BaseName& base_name, const std::array<std::pair<int64_t, int64_t>, 3>& shapes)
-    : by_layer_(layers) {
+    : by_layer_(layers), experts_(experts) {
   for (int64_t layer = 0; layer < layers; ++layer) {
     if (!is_moe(layer)) continue;
     by_layer_[layer].resize(experts);

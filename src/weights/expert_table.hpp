@@ -34,11 +34,13 @@ class ExpertTable {
   const ExpertRef& at(int64_t layer, int64_t expert) const { return by_layer_[layer][expert]; }
   bool has(int64_t layer) const { return !by_layer_[layer].empty(); }
   int64_t layers() const { return static_cast<int64_t>(by_layer_.size()); }
+  int64_t experts() const { return experts_; }  // per MoE layer
   // Bytes of every expert of one layer.
   uint64_t layer_bytes(int64_t layer) const;
 
  private:
   std::vector<std::vector<ExpertRef>> by_layer_;  // [layer][expert]; empty for dense layers
+  int64_t experts_ = 0;
 };
 
 }  // namespace deltafin

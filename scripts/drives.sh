@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Turns one machine into N throttled "drives" for the multi-SSD benchmarks (needs root, loop
+# devices, and cgroup v1 blkio at /sys/fs/cgroup/blkio for throttling):
+#
+#   scripts/drives.sh up N [--size-gb G] [--read-mbps M] [--root DIR]
+#       For i in 0..N-1: a sparse G GiB image DIR/drive$i.img (default 16 GiB under
+#       /var/tmp/deltafin-drives) on a loop device with --direct-io=on, ext4, mounted at
+#       /mnt/deltafin-drive$i. Creates the blkio cgroup deltafin-bench and, when M > 0, caps
+#       reads from each loop device at M MB/s (1e6 bytes) for processes in it. Writes are not capped.
+#   scripts/drives.sh exec CMD...   run CMD inside the cgroup (only there do the caps apply)
+#   scripts/drives.sh status
+#   scripts/drives.sh down          unmount, detach, delete the images, remove the cgroup
+#
+# Everything it creates is recorded in $DELTAFIN_DRIVES_STATE (default
+# /var/tmp/deltafin-drives.state); `down` removes only what is recorded there, after checking
+# that each mount and loop device is still the one it made.
+#
+# Real drives need none of this: pass each drive's mount point to `deltafin place --drive DIR`
+# (and run the benchmarks directly, without `exec`).
+set -euo pipefail
+
+state=${DELTAFIN_DRIVES_STATE:-/var/tmp/deltafin-drives.state}
+blkio=/sys/fs/cgroup/blkio
+cgroup=$blkio/deltafin-bench
+
+die() { echo "drives.sh: $*" >&2; exit 1; }
+record() { echo "$*" >> "$state"; }
+need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root"; }
+
+up() {
+  local n=${1:-} size=16 mbps=0 root=/var/tmp/deltafin-drives
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "usage: drives.sh up N [--size-gb G] [--read-mbps M] [--root DIR]"
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --size-gb) size=${2:?}; shift 2 ;;
+      --read-mbps) mbps=${2:?}; shift 2 ;;
+      --root) root=${2:?}; shift 2 ;;
+      *) die "unknown option $1" ;;
+    esac
+  done
+  [[ $size =~ ^[1-9][0-9]*$ ]] || die "--size-gb takes a whole number of GiB"
+  [[ $mbps =~ ^[0-9]+$ ]] || die "--read-mbps takes a whole number of MB/s"
+  need_root
+  if [ -e "$state" ]; then die "already up (state in $state); run 'drives.sh down' first"; fi
+  [ -e /dev/loop-control ] || [ -e /dev/loop0 ] || die "no loop devices (modprobe loop?)"
+  local free; free=$(losetup -f 2>/dev/null) || die "no free loop device"
+  [ -d "$blkio" ] || [ "$mbps" -eq 0 ] || die "no cgroup v1 blkio at $blkio: cannot throttle"
+  if [ -e "$cgroup" ]; then die "$cgroup exists but is not ours; remove it first"; fi
+  for ((i = 0; i < n; i++)); do
+    if [ -e "$root/drive$i.img" ]; then die "$root/drive$i.img exists but is not ours"; fi
+    if mountpoint -q "/mnt/deltafin-drive$i"; then die "/mnt/deltafin-drive$i is already a mount point"; fi
+  done
+
+  trap 'echo "drives.sh: up failed; undoing" >&2; down' ERR
+  record "# deltafin drives: $n x $size GiB, read cap $([ "$mbps" -gt 0 ] && echo "$mbps MB/s" || echo none)"
+  [ -d "$root" ] || { mkdir -p "$root"; record "dir $root"; }
+  if [ -d "$blkio" ]; then mkdir "$cgroup"; record "cgroup $cgroup"; fi
+  for ((i = 0; i < n; i++)); do
+    local img=$root/drive$i.img mnt=/mnt/deltafin-drive$i dev
+    record "image $img"; truncate -s "${size}G" "$img"
+    dev=$(losetup --find --show --direct-io=on "$img"); record "loop $dev $img"
+    [ "$(cat "/sys/block/${dev#/dev/}/loop/dio")" = 1 ] || echo "drives.sh: warning: $dev has no direct I/O" >&2
+    mkfs.ext4 -q -m 0 "$dev"
+    [ -d "$mnt" ] || { mkdir -p "$mnt"; record "dir $mnt"; }
+    mount "$dev" "$mnt"; record "mount $mnt $dev"
+    chmod 1777 "$mnt"
+    if [ "$mbps" -gt 0 ]; then
+      echo "$(cat "/sys/block/${dev#/dev/}/dev") $((mbps * 1000000))" > "$cgroup/blkio.throttle.read_bps_device"
+    fi
+    echo "drive$i: $mnt on $dev ($img, ${size} GiB)"
+  done
+  trap - ERR
+  if [ "$mbps" -gt 0 ]; then echo "reads capped at $mbps MB/s per drive inside $cgroup (use 'drives.sh exec')"; fi
+}
+
+down() {
+  need_root
+  [ -e "$state" ] || { echo "drives.sh: nothing is up"; return 0; }
+  local kind a b src
+  while read -r kind a b; do
+    if [ "$kind" = cgroup ] && [ -d "$a" ] && grep -q . "$a/cgroup.procs"; then
+      die "processes still in $a: $(tr '\n' ' ' < "$a/cgroup.procs")- end them first"
+    fi
+  done < "$state"
+  while read -r kind a b; do  # undo in reverse order of creation; rerunnable after a failure
+    case $kind in
+      mount)
+        src=$(findmnt -n -o SOURCE --mountpoint "$a" || true)
+        if [ "$src" = "$b" ]; then umount "$a" || die "cannot unmount $a (in use? fuser -vm $a); run down again"
+        elif [ -n "$src" ]; then echo "drives.sh: $a is mounted from $src, not $b; left alone" >&2; fi ;;
+      loop)
+        src=$(losetup -n -O BACK-FILE "$a" 2>/dev/null || true)
+        if [ "$src" = "$b" ]; then losetup -d "$a"
+        elif [ -n "$src" ]; then echo "drives.sh: $a now backs $src, not $b; left alone" >&2; fi ;;
+      image) rm -f "$a" ;;
+      dir) if [ -d "$a" ]; then rmdir "$a" 2>/dev/null || echo "drives.sh: $a is not empty; left alone" >&2; fi ;;
+      cgroup) if [ -d "$a" ]; then rmdir "$a"; fi ;;
+    esac
+  done < <(tac "$state")
+  rm -f "$state"
+  echo "drives down"
+}
+
+status() {
+  [ -e "$state" ] || { echo "no drives up"; return 0; }
+  head -1 "$state"
+  local kind a b
+  while read -r kind a b; do
+    [ "$kind" = mount ] || continue
+    local cap=none mm; mm=$(cat "/sys/block/${b#/dev/}/dev" 2>/dev/null || echo "?")
+    if [ -r "$cgroup/blkio.throttle.read_bps_device" ]; then
+      cap=$(awk -v d="$mm" '$1 == d { print $2 / 1e6 " MB/s" }' "$cgroup/blkio.throttle.read_bps_device")
+    fi
+    echo "$a  $b ($mm)  read cap: ${cap:-none}  $(df -h --output=used,size "$a" | tail -1 | xargs echo used/size:)"
+  done < "$state"
+  if [ -d "$cgroup" ]; then echo "cgroup $cgroup: $(wc -l < "$cgroup/cgroup.procs") processes"; fi
+}
+
+cmd=${1:-}; shift || true
+case $cmd in
+  up) up "$@" ;;
+  down) down ;;
+  status) status ;;
+  exec)
+    [ $# -gt 0 ] || die "usage: drives.sh exec CMD..."
+    [ -e "$state" ] || die "no drives up"
+    if [ -d "$cgroup" ]; then echo $$ > "$cgroup/cgroup.procs" || die "cannot join $cgroup (root?)"; fi
+    exec "$@" ;;
+  *) die "usage: drives.sh up N [--size-gb G] [--read-mbps M] [--root DIR] | down | exec CMD... | status" ;;
+esac

@@ -1,0 +1,94 @@
+// The run receipt (--stats, to stderr) and its JSON twin (--stats-json FILE): speed of prefill
+// and decode, expert bytes (decode's separately: the storage cost of a token), cache hits, each
+// drive's bytes and rate while busy, peak memory against the budget, and the ids' hash.
+#include <cinttypes>
+#include <cstdio>
+
+#include <fmt/ranges.h>
+#include <xxhash.h>
+
+#include "cli/commands.hpp"
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
+#include "util/memory.hpp"
+
+namespace deltafin::cli {
+namespace {
+
+constexpr double kGB = 1e9;
+
+uint64_t ids_hash(const std::vector<int32_t>& ids) { return XXH3_64bits(ids.data(), ids.size() * sizeof(int32_t)); }
+
+double rate(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+    else if (c < 0x20) out += fmt::format("\\u{:04x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void print_receipt(const Engine& engine, const RunReport& r) {
+  const EngineStats s = engine.stats();
+  const uint64_t lookups = s.expert_hits + s.expert_misses;
+  const uint64_t decode_bytes = s.expert_bytes_read - r.at_decode_start.expert_bytes_read;
+  std::fprintf(stderr, "--- deltafin receipt ---\n");
+  std::fprintf(stderr, "model     %s\n", engine.summary().architecture.c_str());
+  std::fprintf(stderr, "prefill   %" PRId64 " tokens in %.3f s (%.2f tok/s)\n", r.prefill_tokens, r.prefill_seconds,
+               rate(r.prefill_tokens, r.prefill_seconds));
+  std::fprintf(stderr, "decode    %" PRId64 " tokens in %.3f s (%.2f tok/s), %.4f GB of experts read per token\n",
+               r.decode_tokens, r.decode_seconds, rate(r.decode_tokens, r.decode_seconds),
+               r.decode_tokens ? decode_bytes / kGB / r.decode_tokens : 0.0);
+  std::fprintf(stderr, "experts   %.4f GB read from %s; %" PRIu64 " runs for %" PRIu64 " selections; %" PRIu64
+               " reads, %" PRIu64 " repeated within a pass; cache hit rate %.1f%%; I/O wait %.3f s\n",
+               s.expert_bytes_read / kGB, s.expert_source.c_str(), s.expert_runs, s.expert_selections, s.expert_misses,
+               s.repeat_reads_in_pass, lookups ? 100.0 * s.expert_hits / lookups : 0.0, s.io_wait_seconds);
+  if (s.prefetch_reads)
+    std::fprintf(stderr, "prefetch  %" PRIu64 " reads (%.4f GB), %" PRIu64 " used (%.1f%%)\n", s.prefetch_reads,
+                 s.prefetch_bytes / kGB, s.prefetch_used, 100.0 * s.prefetch_used / s.prefetch_reads);
+  for (size_t d = 0; d < s.drives.size(); ++d) {
+    const DriveReport& dr = s.drives[d];
+    std::fprintf(stderr, "drive %zu   %.4f GB in %" PRIu64 " reads, %.2f GB/s while busy (%.3f s)%s  %s\n", d,
+                 dr.bytes / kGB, dr.reads, rate(dr.bytes / kGB, dr.busy_seconds), dr.busy_seconds,
+                 dr.failed ? " FAILED" : "", dr.path.c_str());
+  }
+  std::fprintf(stderr, "memory    peak RSS %.4f GB = spine %.4f GB + expert memory peak %.4f GB (budget %.4f GB) + rest\n",
+               peak_rss_bytes() / kGB, engine.summary().spine_bytes / kGB, s.peak_cache_bytes / kGB,
+               s.cache_budget_bytes / kGB);
+  std::fprintf(stderr, "ids hash  xxh3:%016" PRIx64 " (%zu ids)\n", ids_hash(r.generated), r.generated.size());
+}
+
+void write_stats_json(const std::string& path, const Engine& engine, const RunReport& r) {
+  const EngineStats s = engine.stats();
+  std::string drives;
+  for (size_t d = 0; d < s.drives.size(); ++d) {
+    const DriveReport& dr = s.drives[d];
+    drives += fmt::format("{}\n    {{\"path\": {}, \"bytes\": {}, \"reads\": {}, \"errors\": {}, \"busy_seconds\": {:.6f}, "
+                          "\"failed\": {}}}", d ? "," : "", json_string(dr.path), dr.bytes, dr.reads, dr.errors,
+                          dr.busy_seconds, dr.failed);
+  }
+  const std::string text = fmt::format(
+      "{{\n  \"model\": {},\n"
+      "  \"prefill\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"
+      "  \"decode\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"
+      "  \"experts\": {{\"source\": {}, \"bytes_read\": {}, \"reads\": {}, \"hits\": {}, \"runs\": {}, \"selections\": {}, "
+      "\"repeat_reads_in_pass\": {}, \"io_wait_seconds\": {:.6f}, \"prefetch_reads\": {}, \"prefetch_used\": {}, "
+      "\"prefetch_bytes\": {}}},\n"
+      "  \"memory\": {{\"peak_rss\": {}, \"spine\": {}, \"expert_peak\": {}, \"budget\": {}}},\n"
+      "  \"drives\": [{}\n  ],\n"
+      "  \"ids_xxh3\": \"{:016x}\",\n  \"ids\": [{}]\n}}\n",
+      json_string(engine.summary().architecture), r.prefill_tokens, r.prefill_seconds,
+      r.at_decode_start.expert_bytes_read, r.decode_tokens, r.decode_seconds,
+      s.expert_bytes_read - r.at_decode_start.expert_bytes_read, json_string(s.expert_source), s.expert_bytes_read,
+      s.expert_misses, s.expert_hits, s.expert_runs, s.expert_selections, s.repeat_reads_in_pass, s.io_wait_seconds,
+      s.prefetch_reads, s.prefetch_used, s.prefetch_bytes, peak_rss_bytes(), engine.summary().spine_bytes,
+      s.peak_cache_bytes, s.cache_budget_bytes, drives, ids_hash(r.generated), fmt::join(r.generated, ", "));
+  write_file_atomically(path, text);
+}
+
+}  // namespace deltafin::cli

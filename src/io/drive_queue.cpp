@@ -1,0 +1,95 @@
+// DriveQueue (see drive_queue.hpp).
+#include "io/drive_queue.hpp"
+
+#include <chrono>
+
+namespace deltafin {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+constexpr double kPriorBandwidth = 1e9;     // bytes/s assumed until the drive has been measured
+constexpr uint64_t kMeasuredAfter = 8 << 20;
+
+}  // namespace
+
+DriveQueue::DriveQueue(std::string name, int depth) : name_(std::move(name)) {
+  stats_.name = name_;
+  for (int i = 0; i < depth; ++i) threads_.emplace_back([this] { work(); });
+}
+
+DriveQueue::~DriveQueue() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void DriveQueue::submit(ReadJob job) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_bytes_ += job.length;
+    queue_.push_back(std::move(job));
+  }
+  wake_.notify_one();
+}
+
+double DriveQueue::expected_seconds(uint64_t bytes) const {
+  std::lock_guard lock(mutex_);
+  const double bandwidth = stats_.bytes >= kMeasuredAfter && stats_.busy_seconds > 0
+                               ? stats_.bytes / stats_.busy_seconds : kPriorBandwidth;
+  return static_cast<double>(pending_bytes_ + bytes) / bandwidth;
+}
+
+bool DriveQueue::failed() const {
+  std::lock_guard lock(mutex_);
+  return failed_;
+}
+
+void DriveQueue::mark_failed() {
+  std::lock_guard lock(mutex_);
+  failed_ = true;
+}
+
+DriveStats DriveQueue::stats() const {
+  std::lock_guard lock(mutex_);
+  DriveStats s = stats_;
+  s.failed = failed_;
+  if (in_flight_ > 0) s.busy_seconds += now_seconds() - busy_since_;
+  return s;
+}
+
+void DriveQueue::work() {
+  for (;;) {
+    ReadJob job;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      if (in_flight_++ == 0) busy_since_ = now_seconds();
+    }
+    std::exception_ptr error;
+    try {
+      if (job.bypass) job.file->read_uncached(job.dst, job.length, job.offset);
+      else job.file->read_exact(job.dst, job.length, job.offset);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      pending_bytes_ -= job.length;
+      if (--in_flight_ == 0) stats_.busy_seconds += now_seconds() - busy_since_;
+      if (error) ++stats_.errors;
+      else stats_.bytes += job.length, ++stats_.reads;
+    }
+    job.done(error);
+  }
+}
+
+}  // namespace deltafin

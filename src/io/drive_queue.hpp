@@ -1,0 +1,74 @@
+// One drive's I/O queue: a pool of `depth` threads issuing positional reads, so up to `depth`
+// reads are in flight on that drive. It measures the drive (bytes, reads, busy time) so that a
+// read of a replicated expert can go to the holder with the lowest expected completion time:
+// (bytes in flight + the new read) / the drive's measured bandwidth.
+// Reads never throw into the caller: every job's `done` is called exactly once, with the error
+// (std::exception_ptr) or nullptr.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "io/read_only_file.hpp"
+
+namespace deltafin {
+
+struct ReadJob {
+  const ReadOnlyFile* file = nullptr;
+  uint64_t offset = 0, length = 0;
+  std::byte* dst = nullptr;
+  bool bypass = true;  // around the page cache (ReadOnlyFile::read_uncached)
+  std::function<void(std::exception_ptr)> done;
+};
+
+struct DriveStats {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t reads = 0;
+  uint64_t errors = 0;
+  double busy_seconds = 0;  // time with at least one read in flight
+  bool failed = false;
+};
+
+class DriveQueue {
+ public:
+  DriveQueue(std::string name, int depth);
+  ~DriveQueue();
+  DriveQueue(const DriveQueue&) = delete;
+  DriveQueue& operator=(const DriveQueue&) = delete;
+
+  void submit(ReadJob job);
+  // Seconds until a new read of `bytes` would complete, by bytes queued or in flight and the
+  // measured bandwidth.
+  double expected_seconds(uint64_t bytes) const;
+  // A drive that failed a read is avoided while another holder exists.
+  bool failed() const;
+  void mark_failed();
+  DriveStats stats() const;
+  const std::string& name() const { return name_; }
+
+ private:
+  void work();
+
+  std::string name_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<ReadJob> queue_;
+  std::vector<std::thread> threads_;
+  bool stopping_ = false;
+  bool failed_ = false;
+  uint64_t pending_bytes_ = 0;  // queued + in flight
+  int in_flight_ = 0;
+  double busy_since_ = 0;       // monotonic seconds when in_flight_ went 0 -> 1
+  DriveStats stats_;
+};
+
+}  // namespace deltafin

@@ -1,0 +1,240 @@
+// ExpertReader (see expert_reader.hpp).
+#include "io/expert_reader.hpp"
+
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <mutex>
+
+#include "io/aligned_buffer.hpp"
+#include "util/error.hpp"
+
+namespace deltafin {
+
+struct ExpertReader::Read {
+  int64_t layer = 0, expert = 0;
+  const Location* loc = nullptr;
+  std::byte* dst = nullptr;
+  Done done;
+  std::atomic<int> remaining{0};
+  std::mutex mutex;
+  std::exception_ptr error;
+  size_t verify_holder = 0;  // after a checksum mismatch: the holder the record is re-read from next
+};
+
+namespace {
+
+std::string describe(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
+
+ExpertReader::~ExpertReader() { drives_.clear(); }  // joins the I/O threads before the files close
+
+std::unique_ptr<ExpertReader> ExpertReader::from_shards(const WeightIndex& index, const ExpertTable& experts,
+                                                        const ReaderOptions& options) {
+  std::unique_ptr<ExpertReader> r(new ExpertReader(experts, options));
+  r->drives_.push_back(std::make_unique<DriveQueue>(index.dir(), options.depth));
+  r->locations_.resize(experts.layers());
+  for (int64_t layer = 0; layer < experts.layers(); ++layer) {
+    if (!experts.has(layer)) continue;
+    for (int64_t e = 0; e < experts.experts(); ++e) {
+      const ExpertRef& ref = experts.at(layer, e);
+      Location loc;
+      loc.layout = record_layout(ref);
+      for (int part = 0; part < 6; ++part) {
+        const TensorRef& t = record_part_tensor(ref, part);
+        if (!t.info) continue;
+        loc.extents.push_back({loc.layout.offset[part], t.info->nbytes, {{0, &index.shard_file(t.shard), t.info->offset}}});
+      }
+      r->locations_[layer].push_back(std::move(loc));
+    }
+  }
+  return r;
+}
+
+std::unique_ptr<ExpertReader> ExpertReader::from_placement(const PlacementManifest& manifest,
+                                                           const std::string& manifest_path,
+                                                           const ExpertTable& experts, const ReaderOptions& options) {
+  const std::string fingerprint = model_fingerprint(experts);
+  if (manifest.model != fingerprint)
+    fail("{}: placement made for a different model (fingerprint {}, this model {}); run `deltafin place` again",
+         manifest_path, manifest.model, fingerprint);
+  std::unique_ptr<ExpertReader> r(new ExpertReader(experts, options));
+  r->placed_ = true;
+  std::vector<std::string> unusable(manifest.drives.size());  // why a drive cannot be used ("" = fine)
+  for (size_t d = 0; d < manifest.drives.size(); ++d) {
+    try {
+      r->files_.push_back(std::make_unique<ReadOnlyFile>(manifest.drives[d]));
+    } catch (const Error& e) {
+      r->files_.push_back(nullptr);
+      unusable[d] = e.what();
+    }
+    r->drives_.push_back(std::make_unique<DriveQueue>(manifest.drives[d], options.depth));
+  }
+  for (const PlacedRecord& rec : manifest.records)
+    for (const PlacementHolder& h : rec.holders)
+      if (r->files_[h.drive] && unusable[h.drive].empty() &&
+          h.offset + round_up(rec.payload, manifest.alignment) > r->files_[h.drive]->size())
+        unusable[h.drive] = fmt::format("{}: shorter ({} bytes) than the manifest says (truncated?)",
+                                        manifest.drives[h.drive], r->files_[h.drive]->size());
+  for (size_t d = 0; d < unusable.size(); ++d)
+    if (!unusable[d].empty()) r->drives_[d]->mark_failed();
+
+  r->locations_.resize(experts.layers());
+  for (int64_t layer = 0; layer < experts.layers(); ++layer) {
+    if (!experts.has(layer)) continue;
+    for (int64_t e = 0; e < experts.experts(); ++e) {
+      const PlacedRecord* rec = manifest.find(layer, e);
+      if (!rec) fail("{}: no record for expert {}/{} (layer/expert); run `deltafin place` again", manifest_path, layer, e);
+      Location loc;
+      loc.layout = record_layout(experts.at(layer, e));
+      if (rec->payload != loc.layout.payload)
+        fail("{}: expert {}/{} has {} bytes, the model's tensors {}; run `deltafin place` again", manifest_path, layer,
+             e, rec->payload, loc.layout.payload);
+      loc.xxh3 = rec->xxh3;
+      Extent extent{0, round_up(rec->payload, 4096), {}};
+      for (const PlacementHolder& h : rec->holders)
+        if (unusable[h.drive].empty()) extent.holders.push_back({h.drive, r->files_[h.drive].get(), h.offset});
+      if (extent.holders.empty()) {
+        const int d = rec->holders.front().drive;
+        fail("drive {} ({}) cannot be used and holds the only copy of expert {}/{} (layer/expert): {}", d,
+             manifest.drives[d], layer, e, unusable[d]);
+      }
+      loc.extents.push_back(std::move(extent));
+      r->locations_[layer].push_back(std::move(loc));
+    }
+  }
+  for (size_t d = 0; d < unusable.size(); ++d)
+    if (!unusable[d].empty())
+      spdlog::warn("drive {} ({}) cannot be used, reading its experts from other copies: {}", d, manifest.drives[d],
+                   unusable[d]);
+  return r;
+}
+
+const ExpertReader::Location& ExpertReader::at(int64_t layer, int64_t expert) const {
+  return locations_[layer][expert];
+}
+
+uint64_t ExpertReader::buffer_bytes(int64_t layer, int64_t expert) const {
+  return round_up(at(layer, expert).layout.payload, 4096);
+}
+
+const RecordLayout& ExpertReader::layout(int64_t layer, int64_t expert) const { return at(layer, expert).layout; }
+
+std::string ExpertReader::expert_name(int64_t layer, int64_t expert) const {
+  return fmt::format("expert {}/{} (layer/expert)", layer, expert);
+}
+
+void ExpertReader::read(int64_t layer, int64_t expert, std::byte* dst, Done done) {
+  auto read = std::make_shared<Read>();
+  read->layer = layer;
+  read->expert = expert;
+  read->loc = &at(layer, expert);
+  read->dst = dst;
+  read->done = std::move(done);
+  // Pieces: placed records split at piece_bytes; shard tensors are read whole.
+  std::vector<std::tuple<size_t, uint64_t, uint64_t>> pieces;  // (extent, begin, length)
+  for (size_t x = 0; x < read->loc->extents.size(); ++x) {
+    const Extent& extent = read->loc->extents[x];
+    const uint64_t step = placed_ ? std::max<uint64_t>(options_.piece_bytes, 4096) : extent.length;
+    for (uint64_t begin = 0; begin < extent.length; begin += step)
+      pieces.emplace_back(x, begin, std::min(step, extent.length - begin));
+  }
+  read->remaining = static_cast<int>(pieces.size());
+  for (const auto& [x, begin, length] : pieces) issue_piece(read, x, begin, length, {});
+}
+
+void ExpertReader::issue_piece(const std::shared_ptr<Read>& read, size_t x, uint64_t begin, uint64_t length,
+                               std::vector<int> tried, std::exception_ptr last_error) {
+  const Extent& extent = read->loc->extents[x];
+  // The untried holder expected to finish first, preferring drives that have not failed.
+  const Holder* best = nullptr;
+  double best_eta = std::numeric_limits<double>::infinity();
+  bool best_failed = true;
+  for (const Holder& h : extent.holders) {
+    if (std::find(tried.begin(), tried.end(), h.drive) != tried.end()) continue;
+    const bool failed = drives_[h.drive]->failed();
+    const double eta = drives_[h.drive]->expected_seconds(length);
+    if (!best || (best_failed && !failed) || (failed == best_failed && eta < best_eta)) {
+      best = &h;
+      best_eta = eta;
+      best_failed = failed;
+    }
+  }
+  if (!best) {  // every holder failed this piece: the record fails with the last drive's error
+    {
+      std::lock_guard lock(read->mutex);
+      read->error = last_error;
+    }
+    if (--read->remaining == 0) finish(read);
+    return;
+  }
+  tried.push_back(best->drive);
+  const Holder holder = *best;
+  ReadJob job{holder.file, holder.offset + begin, length, read->dst + extent.dst_offset + begin, options_.bypass, {}};
+  job.done = [this, read, x, begin, length, tried = std::move(tried), holder](std::exception_ptr error) {
+    if (error) {
+      DriveQueue& drive = *drives_[holder.drive];
+      if (!drive.failed()) spdlog::warn("drive {} ({}) failed a read: {}", holder.drive, drive.name(), describe(error));
+      drive.mark_failed();
+      issue_piece(read, x, begin, length, tried,  // the next holder, or completion with this error
+                  std::make_exception_ptr(Error(fmt::format("drive {} ({}): reading {} failed and no other drive holds it: {}",
+                      holder.drive, drive.name(), expert_name(read->layer, read->expert), describe(error)))));
+      return;
+    }
+    if (--read->remaining == 0) finish(read);
+  };
+  drives_[holder.drive]->submit(std::move(job));
+}
+
+void ExpertReader::finish(const std::shared_ptr<Read>& read) {
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(read->mutex);
+    error = read->error;
+  }
+  const Location& loc = *read->loc;
+  if (!error && placed_ && options_.verify &&
+      XXH3_64bits(read->dst, loc.layout.payload) != loc.xxh3) {
+    const std::vector<Holder>& holders = loc.extents.front().holders;
+    const size_t next = read->verify_holder++;
+    if (next < holders.size()) {  // read the whole record again from one holder at a time
+      std::vector<int> others;
+      for (const Holder& h : holders)
+        if (h.drive != holders[next].drive) others.push_back(h.drive);
+      spdlog::warn("{}: checksum mismatch, reading it again from drive {} ({})", expert_name(read->layer, read->expert),
+                   holders[next].drive, drives_[holders[next].drive]->name());
+      const Extent& extent = loc.extents.front();
+      const uint64_t step = std::max<uint64_t>(options_.piece_bytes, 4096);
+      std::vector<std::pair<uint64_t, uint64_t>> pieces;
+      for (uint64_t begin = 0; begin < extent.length; begin += step) pieces.emplace_back(begin, std::min(step, extent.length - begin));
+      read->remaining = static_cast<int>(pieces.size());
+      for (const auto& [begin, length] : pieces) issue_piece(read, 0, begin, length, others);
+      return;
+    }
+    const Holder& h = holders.front();
+    error = std::make_exception_ptr(Error(fmt::format(
+        "drive {} ({}): {} at offset {} does not match its checksum on any holder (corrupt placement; run `deltafin verify`)",
+        h.drive, drives_[h.drive]->name(), expert_name(read->layer, read->expert), h.offset)));
+  }
+  read->done(error);
+}
+
+std::vector<DriveStats> ExpertReader::drive_stats() const {
+  std::vector<DriveStats> out;
+  for (const auto& d : drives_) out.push_back(d->stats());
+  return out;
+}
+
+}  // namespace deltafin

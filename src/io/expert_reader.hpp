@@ -1,0 +1,89 @@
+// Reads routed-expert records into memory through one DriveQueue per drive. Two sources:
+//   - a placement (deltafin place): each record is one aligned extent held by one or more
+//     drives; large records are split into concurrent aligned pieces, and each piece goes to
+//     the healthy holder with the lowest expected completion time;
+//   - the original checkpoint shards (no placement): each expert is up to six tensor extents
+//     on the shard files, all on one "drive" (the model directory).
+// Faults: a piece that fails (short read, EIO, vanished file) marks its drive failed and is
+// retried on another holder; with verify on, a record whose XXH3 does not match is read again
+// from each other holder. When no holder is left the read completes with an error naming the
+// drive and the expert. It never hangs: every read's callback runs exactly once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/drive_queue.hpp"
+#include "io/expert_record.hpp"
+#include "weights/expert_table.hpp"
+#include "weights/placement.hpp"
+
+namespace deltafin {
+
+struct ReaderOptions {
+  bool bypass = true;              // O_DIRECT / F_NOCACHE
+  int depth = 8;                   // reads in flight per drive
+  uint64_t piece_bytes = 1 << 20;  // records larger than this are split (multiple of 4096)
+  bool verify = false;             // check each record's XXH3 (placement only)
+};
+
+class ExpertReader {
+ public:
+  using Done = std::function<void(std::exception_ptr)>;
+
+  static std::unique_ptr<ExpertReader> from_shards(const WeightIndex& index, const ExpertTable& experts,
+                                                   const ReaderOptions& options);
+  // Opens every drive's data file; a drive that cannot be opened (or is too short) is marked
+  // failed, and opening fails naming it when some expert has no other holder.
+  static std::unique_ptr<ExpertReader> from_placement(const PlacementManifest& manifest, const std::string& manifest_path,
+                                                      const ExpertTable& experts, const ReaderOptions& options);
+  ~ExpertReader();
+
+  // Bytes of the buffer a record needs (payload rounded up to 4096).
+  uint64_t buffer_bytes(int64_t layer, int64_t expert) const;
+  const RecordLayout& layout(int64_t layer, int64_t expert) const;
+  // Starts reading the record into dst (buffer_bytes, 4096-aligned); `done` runs once, on an I/O
+  // thread, after the whole record has arrived (and been verified) or with the error.
+  void read(int64_t layer, int64_t expert, std::byte* dst, Done done);
+
+  std::vector<DriveStats> drive_stats() const;
+  bool placed() const { return placed_; }
+
+ private:
+  struct Holder {
+    int drive;
+    const ReadOnlyFile* file;
+    uint64_t offset;
+  };
+  struct Extent {
+    uint64_t dst_offset, length;    // in the record buffer
+    std::vector<Holder> holders;
+  };
+  struct Location {
+    RecordLayout layout;
+    std::vector<Extent> extents;
+    uint64_t xxh3 = 0;  // placement only
+  };
+  struct Read;
+
+  ExpertReader(const ExpertTable& experts, const ReaderOptions& options) : experts_(experts), options_(options) {}
+  const Location& at(int64_t layer, int64_t expert) const;
+  void issue_piece(const std::shared_ptr<Read>& read, size_t extent, uint64_t begin, uint64_t length,
+                   std::vector<int> tried, std::exception_ptr last_error = nullptr);
+  void finish(const std::shared_ptr<Read>& read);
+  std::string expert_name(int64_t layer, int64_t expert) const;
+
+  const ExpertTable& experts_;
+  ReaderOptions options_;
+  bool placed_ = false;
+  std::vector<std::unique_ptr<ReadOnlyFile>> files_;
+  std::vector<std::unique_ptr<DriveQueue>> drives_;
+  std::vector<std::vector<Location>> locations_;  // [layer][expert]
+};
+
+}  // namespace deltafin

@@ -1,0 +1,255 @@
+// Placement planning, writing (with resume) and verification (see placer.hpp).
+#include "io/placer.hpp"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+#include "io/aligned_buffer.hpp"
+#include "io/expert_record.hpp"
+#include "io/read_only_file.hpp"
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
+
+namespace deltafin {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr uint64_t kAlignment = 4096;
+constexpr uint64_t kSyncEvery = 256 << 20;  // journal a batch of records after this many bytes
+constexpr const char* kJournalMagic = "deltafin-place-journal 1";
+
+uint64_t padded(const PlacedRecord& r) { return round_up(r.payload, kAlignment); }
+
+// Bytes each drive's data file needs.
+std::vector<uint64_t> drive_sizes(const PlacementManifest& m) {
+  std::vector<uint64_t> size(m.drives.size(), 0);
+  for (const PlacedRecord& r : m.records)
+    for (const PlacementHolder& h : r.holders) size[h.drive] = std::max(size[h.drive], h.offset + padded(r));
+  return size;
+}
+
+void write_all(int fd, const std::byte* data, uint64_t size, uint64_t offset, const std::string& path) {
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pwrite(fd, data + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("{}: write of {} bytes at offset {} failed: {}", path, size, offset, std::strerror(errno));
+    done += static_cast<uint64_t>(n);
+  }
+}
+
+void sync_or_fail(int fd, const std::string& path) {
+  if (::fdatasync(fd) != 0) fail("{}: sync failed: {}", path, std::strerror(errno));
+}
+
+// Records already written by an interrupted run of the same plan: index -> xxh3.
+std::map<size_t, uint64_t> read_journal(const std::string& path, uint64_t plan_hash) {
+  std::map<size_t, uint64_t> done;
+  std::ifstream in(path);
+  std::string magic, hash;
+  if (!in || !std::getline(in, magic) || magic != kJournalMagic || !std::getline(in, hash) ||
+      hash != fmt::format("{:016x}", plan_hash))
+    return done;
+  size_t index;
+  std::string sum;
+  while (in >> index >> sum) done[index] = std::stoull(sum, nullptr, 16);
+  return done;
+}
+
+}  // namespace
+
+PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlanOptions& o) {
+  const size_t drives = o.drive_dirs.size();
+  if (drives == 0) fail("--drive: give at least one drive directory");
+  if (drives > 256) fail("--drive: at most 256 drives");
+  if (!(o.replicate >= 0 && o.replicate <= 1)) fail("--replicate must be between 0 and 1 (got {})", o.replicate);
+  if (o.replicate > 0 && o.replicate < 1 && !o.usage)
+    fail("--replicate {} needs --usage FILE (which experts are used most?); --replicate 1 copies every expert", o.replicate);
+  PlacementManifest m;
+  m.model = model_fingerprint(experts);
+  m.alignment = kAlignment;
+  for (size_t d = 0; d < drives; ++d) {
+    const fs::path dir = o.drive_dirs[d];
+    if (!fs::is_directory(dir)) fail("--drive {}: not a directory", dir.string());
+    const fs::path file = fs::weakly_canonical(dir) / ("deltafin-experts-" + m.model + ".bin");
+    if (std::find(m.drives.begin(), m.drives.end(), file.string()) != m.drives.end())
+      fail("--drive {}: given twice", dir.string());
+    m.drives.push_back(file.string());
+  }
+
+  for (int64_t layer = 0; layer < experts.layers(); ++layer)
+    if (experts.has(layer))
+      for (int64_t e = 0; e < experts.experts(); ++e)
+        m.records.push_back({layer, e, record_layout(experts.at(layer, e)).payload, 0, {}});
+  auto weight = [&](const PlacedRecord& r) { return o.usage ? static_cast<double>((*o.usage)[r.layer][r.expert]) : 1.0; };
+  std::vector<size_t> order(m.records.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight(m.records[a]) > weight(m.records[b]); });
+  const size_t replicated = static_cast<size_t>(std::llround(o.replicate * static_cast<double>(order.size())));
+
+  // Each primary goes to the drive with the least expected reads of that layer, then the fewest bytes.
+  std::vector<std::vector<double>> layer_load(experts.layers(), std::vector<double>(drives, 0));
+  std::vector<uint64_t> bytes(drives, 0);
+  for (size_t rank = 0; rank < order.size(); ++rank) {
+    PlacedRecord& r = m.records[order[rank]];
+    size_t best = 0;
+    for (size_t d = 1; d < drives; ++d)
+      if (std::pair{layer_load[r.layer][d], bytes[d]} < std::pair{layer_load[r.layer][best], bytes[best]}) best = d;
+    r.holders.push_back({static_cast<int>(best), 0});
+    if (rank < replicated) {
+      for (size_t d = 0; d < drives; ++d) {
+        if (d != best) r.holders.push_back({static_cast<int>(d), 0});
+        layer_load[r.layer][d] += (weight(r) + 1) / static_cast<double>(drives);
+        bytes[d] += padded(r);
+      }
+    } else {
+      layer_load[r.layer][best] += weight(r) + 1;
+      bytes[best] += padded(r);
+    }
+  }
+  // Records lie on each drive in (layer, expert) order.
+  std::vector<uint64_t> cursor(drives, 0);
+  for (PlacedRecord& r : m.records)
+    for (PlacementHolder& h : r.holders) {
+      h.offset = cursor[h.drive];
+      cursor[h.drive] += padded(r);
+    }
+  return m;
+}
+
+void write_placement(const WeightIndex& index, const ExpertTable& experts, PlacementManifest plan,
+                     const std::string& manifest_path, const std::function<void(const PlaceProgress&)>& progress) {
+  const uint64_t plan_hash = XXH3_64bits(placement_json(plan).data(), placement_json(plan).size());
+  const std::string journal_path = manifest_path + ".journal";
+  const std::vector<uint64_t> sizes = drive_sizes(plan);
+  std::vector<std::string> partial(plan.drives.size());
+  bool partials_exist = true;
+  for (size_t d = 0; d < plan.drives.size(); ++d) {
+    partial[d] = plan.drives[d] + ".partial";
+    partials_exist = partials_exist && fs::exists(partial[d]);
+  }
+  std::map<size_t, uint64_t> done = partials_exist ? read_journal(journal_path, plan_hash) : std::map<size_t, uint64_t>{};
+
+  std::vector<int> fds(plan.drives.size(), -1);
+  auto close_all = [&] {
+    for (int& fd : fds)
+      if (fd >= 0) ::close(fd), fd = -1;
+  };
+  try {
+    for (size_t d = 0; d < plan.drives.size(); ++d) {
+      struct statvfs vfs {};
+      const uint64_t have = fs::exists(partial[d]) && !done.empty() ? fs::file_size(partial[d]) : 0;
+      if (::statvfs(fs::path(plan.drives[d]).parent_path().c_str(), &vfs) == 0 &&
+          static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize + have < sizes[d])
+        fail("drive {} ({}): needs {:.3f} GB, only {:.3f} GB free", d, plan.drives[d], sizes[d] / 1e9,
+             static_cast<double>(vfs.f_bavail) * vfs.f_frsize / 1e9);
+      fds[d] = ::open(partial[d].c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (done.empty() ? O_TRUNC : 0), 0644);
+      if (fds[d] < 0) fail("drive {} ({}): cannot write: {}", d, partial[d], std::strerror(errno));
+      if (::ftruncate(fds[d], static_cast<off_t>(sizes[d])) != 0)
+        fail("drive {} ({}): cannot size the file: {}", d, partial[d], std::strerror(errno));
+    }
+    std::ofstream journal;
+    if (done.empty()) {
+      journal.open(journal_path, std::ios::trunc);
+      journal << kJournalMagic << '\n' << fmt::format("{:016x}", plan_hash) << '\n';
+    } else {
+      journal.open(journal_path, std::ios::app);
+    }
+    if (!journal) fail("{}: cannot write the placement journal", journal_path);
+    journal.flush();
+
+    PlaceProgress p;
+    p.records_total = plan.records.size();
+    uint64_t largest = 0;
+    for (const PlacedRecord& r : plan.records) largest = std::max(largest, padded(r));
+    AlignedBuffer buffer(largest);
+    std::vector<size_t> unsynced;
+    uint64_t unsynced_bytes = 0;
+    auto sync_batch = [&] {
+      for (size_t d = 0; d < fds.size(); ++d) sync_or_fail(fds[d], partial[d]);
+      for (size_t i : unsynced) journal << i << ' ' << fmt::format("{:016x}", plan.records[i].xxh3) << '\n';
+      journal.flush();
+      if (!journal) fail("{}: cannot write the placement journal", journal_path);
+      unsynced.clear();
+      unsynced_bytes = 0;
+    };
+    for (size_t i = 0; i < plan.records.size(); ++i) {
+      PlacedRecord& r = plan.records[i];
+      if (auto it = done.find(i); it != done.end()) {
+        r.xxh3 = it->second;
+        ++p.records_resumed;
+      } else {
+        const ExpertRef& ref = experts.at(r.layer, r.expert);
+        const RecordLayout layout = record_layout(ref);
+        std::memset(buffer.data(), 0, padded(r));
+        for (int part = 0; part < 6; ++part)
+          if (const TensorRef& t = record_part_tensor(ref, part); t.info) index.read(t, buffer.data() + layout.offset[part]);
+        r.xxh3 = XXH3_64bits(buffer.data(), r.payload);
+        for (const PlacementHolder& h : r.holders) write_all(fds[h.drive], buffer.data(), padded(r), h.offset, partial[h.drive]);
+        unsynced.push_back(i);
+        unsynced_bytes += padded(r) * r.holders.size();
+        p.bytes_written += padded(r) * r.holders.size();
+        if (unsynced_bytes >= kSyncEvery) sync_batch();
+      }
+      ++p.records_done;
+      if (progress) progress(p);
+    }
+    sync_batch();
+    close_all();
+    for (size_t d = 0; d < plan.drives.size(); ++d)
+      if (std::rename(partial[d].c_str(), plan.drives[d].c_str()) != 0)
+        fail("drive {} ({}): cannot rename the finished data file: {}", d, plan.drives[d], std::strerror(errno));
+    write_file_atomically(manifest_path, placement_json(plan));
+    fs::remove(journal_path);
+  } catch (...) {
+    close_all();
+    throw;
+  }
+}
+
+std::vector<VerifyFailure> verify_placement(const PlacementManifest& m, const std::function<void(uint64_t)>& progress) {
+  std::vector<VerifyFailure> failures;
+  std::vector<std::unique_ptr<ReadOnlyFile>> files(m.drives.size());
+  std::vector<std::string> why(m.drives.size());
+  for (size_t d = 0; d < m.drives.size(); ++d) {
+    try {
+      files[d] = std::make_unique<ReadOnlyFile>(m.drives[d]);
+    } catch (const Error& e) {
+      why[d] = e.what();
+      failures.push_back({-1, -1, static_cast<int>(d), fmt::format("drive {}: {}", d, e.what())});
+    }
+  }
+  uint64_t largest = 0;
+  for (const PlacedRecord& r : m.records) largest = std::max(largest, padded(r));
+  AlignedBuffer buffer(largest);
+  uint64_t checked = 0;
+  for (const PlacedRecord& r : m.records) {
+    for (const PlacementHolder& h : r.holders) {
+      if (!files[h.drive]) continue;
+      try {
+        files[h.drive]->read_uncached(buffer.data(), padded(r), h.offset);
+        if (XXH3_64bits(buffer.data(), r.payload) != r.xxh3)
+          failures.push_back({r.layer, r.expert, h.drive,
+                              fmt::format("drive {} ({}): expert {}/{} (layer/expert) at offset {}: checksum mismatch", h.drive,
+                                          m.drives[h.drive], r.layer, r.expert, h.offset)});
+      } catch (const Error& e) {
+        failures.push_back({r.layer, r.expert, h.drive, fmt::format("drive {}: expert {}/{}: {}", h.drive, r.layer, r.expert, e.what())});
+      }
+    }
+    if (progress) progress(++checked);
+  }
+  return failures;
+}
+
+}  // namespace deltafin

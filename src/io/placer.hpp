@@ -1,0 +1,52 @@
+// `deltafin place`: repacks a checkpoint's routed experts into expert-contiguous records on one
+// or more drives and writes the placement manifest; `deltafin verify` checks them.
+//   plan_placement: every expert's record (RecordLayout: all projections and scales together,
+//     padded to 4096 bytes); primaries spread so that each layer's expected reads (usage counts,
+//     or one per expert) and the bytes are balanced over the drives; the most used `replicate`
+//     fraction of experts gets a copy on every drive. Deterministic for the same inputs.
+//   write_placement: writes each drive's data file under "<file>.partial", journaling the records
+//     that are synced to disk in "<manifest>.journal", so an interrupted run resumes where it
+//     stopped; renames the data files and writes the manifest (temporary name + rename) at the
+//     end. The source checkpoint is only read.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "weights/expert_table.hpp"
+#include "weights/placement.hpp"
+#include "weights/weight_index.hpp"
+
+namespace deltafin {
+
+struct PlacementPlanOptions {
+  std::vector<std::string> drive_dirs;  // one directory per drive
+  const ExpertUsage* usage = nullptr;   // recorded usage, or nullptr
+  double replicate = 0;                 // fraction of experts copied to every drive (0..1)
+};
+
+PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlanOptions& options);
+
+struct PlaceProgress {
+  uint64_t records_done = 0, records_total = 0;
+  uint64_t bytes_written = 0;
+  uint64_t records_resumed = 0;  // found complete from an interrupted run
+};
+
+// Writes the plan's data files and then the manifest at `manifest_path`. `progress` is called
+// after every record.
+void write_placement(const WeightIndex& index, const ExpertTable& experts, PlacementManifest plan,
+                     const std::string& manifest_path, const std::function<void(const PlaceProgress&)>& progress);
+
+struct VerifyFailure {
+  int64_t layer, expert;
+  int drive;
+  std::string message;
+};
+
+// Reads every record on every holder and compares its XXH3 with the manifest's.
+std::vector<VerifyFailure> verify_placement(const PlacementManifest& manifest, const std::function<void(uint64_t)>& progress);
+
+}  // namespace deltafin

@@ -1,0 +1,224 @@
+// Placement manifest parsing, printing and the model fingerprint (see placement.hpp).
+#include "weights/placement.hpp"
+
+#include <simdjson.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <fmt/ranges.h>
+
+#include "io/expert_record.hpp"
+#include "util/error.hpp"
+
+namespace deltafin {
+namespace {
+
+using simdjson::dom::array;
+using simdjson::dom::element;
+
+std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
+
+uint64_t parse_hex64(std::string_view s, const std::string& path, size_t record) {
+  if (s.size() != 16) fail("{}: record {}: checksum must be 16 hex digits", path, record);
+  uint64_t v = 0;
+  for (char c : s) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) fail("{}: record {}: checksum must be 16 lowercase hex digits", path, record);
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+// An unsigned integer array element below `limit`.
+uint64_t unsigned_at(array a, size_t i, uint64_t limit, const std::string& path, size_t record, const char* what) {
+  uint64_t v;
+  if (a.at(i).get_uint64().get(v) != simdjson::SUCCESS || v >= limit)
+    fail("{}: record {}: {} must be an integer below {}", path, record, what, limit);
+  return v;
+}
+
+}  // namespace
+
+const PlacedRecord* PlacementManifest::find(int64_t layer, int64_t expert) const {
+  auto it = std::lower_bound(records.begin(), records.end(), std::pair{layer, expert},
+                             [](const PlacedRecord& r, std::pair<int64_t, int64_t> k) {
+                               return std::pair{r.layer, r.expert} < k;
+                             });
+  return it != records.end() && it->layer == layer && it->expert == expert ? &*it : nullptr;
+}
+
+PlacementManifest parse_placement(std::string_view json, const std::string& path) {
+  simdjson::dom::parser parser;
+  element root;
+  if (auto err = parser.parse(json.data(), json.size()).get(root))
+    fail("{}: broken placement manifest JSON ({})", path, simdjson::error_message(err));
+  simdjson::dom::object top;
+  if (root.get_object().get(top) != simdjson::SUCCESS) fail("{}: top level must be a JSON object", path);
+  std::string_view format;
+  if (top["format"].get_string().get(format) != simdjson::SUCCESS || format != "deltafin-placement")
+    fail("{}: not a deltafin placement manifest (\"format\" must be \"deltafin-placement\")", path);
+  int64_t version;
+  if (top["version"].get_int64().get(version) != simdjson::SUCCESS || version != PlacementManifest::kVersion)
+    fail("{}: unsupported manifest version (this build reads version {}; run `deltafin place` again)", path,
+         PlacementManifest::kVersion);
+
+  PlacementManifest m;
+  std::string_view model;
+  if (top["model"].get_string().get(model) != simdjson::SUCCESS) fail("{}: field 'model' must be a string", path);
+  m.model = std::string(model);
+  uint64_t alignment;
+  if (top["alignment"].get_uint64().get(alignment) != simdjson::SUCCESS || alignment < 512 || alignment > (1u << 24) ||
+      (alignment & (alignment - 1)))
+    fail("{}: field 'alignment' must be a power of two between 512 and 16 MiB", path);
+  m.alignment = alignment;
+
+  array drives, records;
+  if (top["drives"].get_array().get(drives) != simdjson::SUCCESS || drives.size() == 0 || drives.size() > 256)
+    fail("{}: field 'drives' must be a list of 1 to 256 data file paths", path);
+  for (element d : drives) {
+    std::string_view s;
+    if (d.get_string().get(s) != simdjson::SUCCESS || s.empty()) fail("{}: every drive must be a non-empty path", path);
+    m.drives.emplace_back(s);
+  }
+  if (top["records"].get_array().get(records) != simdjson::SUCCESS) fail("{}: field 'records' must be a list", path);
+  constexpr uint64_t kMaxIndex = 1u << 20, kMaxBytes = uint64_t{1} << 40, kMaxOffset = uint64_t{1} << 50;
+  size_t i = 0;
+  for (element e : records) {
+    array r, holders;
+    if (e.get_array().get(r) != simdjson::SUCCESS || r.size() != 5)
+      fail("{}: record {}: expected [layer, expert, bytes, xxh3, holders]", path, i);
+    PlacedRecord rec;
+    rec.layer = static_cast<int64_t>(unsigned_at(r, 0, kMaxIndex, path, i, "layer"));
+    rec.expert = static_cast<int64_t>(unsigned_at(r, 1, kMaxIndex, path, i, "expert"));
+    rec.payload = unsigned_at(r, 2, kMaxBytes, path, i, "bytes");
+    if (rec.payload == 0) fail("{}: record {}: bytes must be positive", path, i);
+    std::string_view sum;
+    if (r.at(3).get_string().get(sum) != simdjson::SUCCESS) fail("{}: record {}: xxh3 must be a string", path, i);
+    rec.xxh3 = parse_hex64(sum, path, i);
+    if (r.at(4).get_array().get(holders) != simdjson::SUCCESS || holders.size() == 0 || holders.size() > m.drives.size())
+      fail("{}: record {}: holders must list 1 to {} [drive, offset] pairs", path, i, m.drives.size());
+    for (element h : holders) {
+      array pair;
+      if (h.get_array().get(pair) != simdjson::SUCCESS || pair.size() != 2)
+        fail("{}: record {}: each holder must be [drive, offset]", path, i);
+      PlacementHolder holder;
+      holder.drive = static_cast<int>(unsigned_at(pair, 0, m.drives.size(), path, i, "drive"));
+      holder.offset = unsigned_at(pair, 1, kMaxOffset, path, i, "offset");
+      if (holder.offset % m.alignment) fail("{}: record {}: offset {} is not {}-aligned", path, i, holder.offset, m.alignment);
+      for (const PlacementHolder& other : rec.holders)
+        if (other.drive == holder.drive) fail("{}: record {}: drive {} is listed twice", path, i, holder.drive);
+      rec.holders.push_back(holder);
+    }
+    if (!m.records.empty() && std::pair{rec.layer, rec.expert} <= std::pair{m.records.back().layer, m.records.back().expert})
+      fail("{}: record {}: records must be sorted by (layer, expert) without repeats", path, i);
+    m.records.push_back(std::move(rec));
+    ++i;
+  }
+  return m;
+}
+
+PlacementManifest read_placement(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read the placement manifest", path);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  return parse_placement(text, path);
+}
+
+std::string placement_json(const PlacementManifest& m) {
+  std::string out = fmt::format("{{\"format\": \"deltafin-placement\", \"version\": {}, \"model\": \"{}\", \"alignment\": {},\n",
+                                PlacementManifest::kVersion, m.model, m.alignment);
+  out += " \"drives\": [";
+  for (size_t d = 0; d < m.drives.size(); ++d) {
+    // Paths are written as JSON strings: escape quotes, backslashes and control characters.
+    std::string escaped;
+    for (unsigned char c : m.drives[d]) {
+      if (c == '"' || c == '\\') escaped += '\\', escaped += static_cast<char>(c);
+      else if (c < 0x20) escaped += fmt::format("\\u{:04x}", c);
+      else escaped += static_cast<char>(c);
+    }
+    out += fmt::format("{}\"{}\"", d ? ", " : "", escaped);
+  }
+  out += "],\n \"records\": [\n";
+  for (size_t i = 0; i < m.records.size(); ++i) {
+    const PlacedRecord& r = m.records[i];
+    out += fmt::format("  [{}, {}, {}, \"{}\", [", r.layer, r.expert, r.payload, hex64(r.xxh3));
+    for (size_t h = 0; h < r.holders.size(); ++h)
+      out += fmt::format("{}[{}, {}]", h ? ", " : "", r.holders[h].drive, r.holders[h].offset);
+    out += i + 1 < m.records.size() ? "]],\n" : "]]\n";
+  }
+  out += " ]}\n";
+  return out;
+}
+
+std::string model_fingerprint(const ExpertTable& experts) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (int64_t layer = 0; layer < experts.layers(); ++layer) {
+    if (!experts.has(layer)) continue;
+    for (int64_t e = 0; e < experts.experts(); ++e)
+      for (int part = 0; part < 6; ++part) {
+        const TensorRef& t = record_part_tensor(experts.at(layer, e), part);
+        if (!t.info) continue;
+        std::string line = fmt::format("{} {} {} [", t.info->name, dtype_name(t.info->dtype), t.info->nbytes);
+        for (int64_t d : t.info->shape) line += fmt::format("{},", d);
+        line += "]\n";
+        XXH3_64bits_update(state, line.data(), line.size());
+      }
+  }
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hex64(h);
+}
+
+std::string usage_json(const std::string& model, const ExpertUsage& usage) {
+  std::string out = fmt::format("{{\"format\": \"deltafin-usage\", \"version\": 1, \"model\": \"{}\", \"counts\": [", model);
+  bool first = true;
+  for (size_t layer = 0; layer < usage.size(); ++layer) {
+    if (usage[layer].empty()) continue;
+    out += fmt::format("{}\n  [{}, [{}]]", first ? "" : ",", layer, fmt::join(usage[layer], ", "));
+    first = false;
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+ExpertUsage read_usage(const std::string& path, const std::string& model, const ExpertTable& experts) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read the usage statistics", path);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  simdjson::dom::parser parser;
+  element root;
+  if (auto err = parser.parse(text).get(root)) fail("{}: broken usage JSON ({})", path, simdjson::error_message(err));
+  std::string_view format, fingerprint;
+  if (root["format"].get_string().get(format) != simdjson::SUCCESS || format != "deltafin-usage")
+    fail("{}: not deltafin usage statistics (\"format\" must be \"deltafin-usage\")", path);
+  if (root["model"].get_string().get(fingerprint) != simdjson::SUCCESS || fingerprint != model)
+    fail("{}: usage recorded for a different model (fingerprint {}, this model {})", path, fingerprint, model);
+  ExpertUsage usage(experts.layers());
+  for (int64_t layer = 0; layer < experts.layers(); ++layer)
+    if (experts.has(layer)) usage[layer].assign(experts.experts(), 0);
+  array counts;
+  if (root["counts"].get_array().get(counts) != simdjson::SUCCESS) fail("{}: field 'counts' must be a list", path);
+  for (element row : counts) {
+    array pair, values;
+    uint64_t layer;
+    if (row.get_array().get(pair) != simdjson::SUCCESS || pair.size() != 2 || pair.at(0).get_uint64().get(layer) ||
+        layer >= usage.size() || usage[layer].empty() || pair.at(1).get_array().get(values) ||
+        values.size() != usage[layer].size())
+      fail("{}: each count row must be [MoE layer, [one count per expert]] for this model", path);
+    size_t e = 0;
+    for (element v : values)
+      if (v.get_uint64().get(usage[layer][e++])) fail("{}: layer {}: counts must be non-negative integers", path, layer);
+  }
+  return usage;
+}
+
+std::string default_placement_path(const std::string& model_dir) {
+  return (std::filesystem::path(model_dir) / "deltafin-placement.json").string();
+}
+
+}  // namespace deltafin

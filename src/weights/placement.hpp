@@ -1,0 +1,67 @@
+// The placement manifest: where every routed expert lives once `deltafin place` has repacked
+// the experts into expert-contiguous records on one or more drives. Versioned JSON:
+//   { "format": "deltafin-placement", "version": 1,
+//     "model": "<xxh3 fingerprint of the expert tensors' names, dtypes and shapes>",
+//     "alignment": 4096,
+//     "drives": ["/mnt/d0/deltafin-experts-<model>.bin", ...],      // one data file per drive
+//     "records": [[layer, expert, payload_bytes, "<xxh3 of the payload>", [[drive, offset], ...]], ...] }
+// Every record starts at an `alignment`-aligned offset and occupies round_up(payload, alignment)
+// bytes (zero padding), so O_DIRECT reads need no bounce buffer. A record's holders are every
+// drive with a copy (the first is the primary). parse_placement() checks everything a reader
+// relies on and names the file in every error; it is fuzzed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weights/expert_table.hpp"
+
+namespace deltafin {
+
+struct PlacementHolder {
+  int drive = 0;
+  uint64_t offset = 0;  // byte offset of the record in that drive's data file
+};
+
+struct PlacedRecord {
+  int64_t layer = 0, expert = 0;
+  uint64_t payload = 0;   // bytes of the record's data (RecordLayout::payload)
+  uint64_t xxh3 = 0;      // XXH3-64 of those bytes
+  std::vector<PlacementHolder> holders;
+};
+
+struct PlacementManifest {
+  static constexpr int kVersion = 1;
+  std::string model;                  // fingerprint (model_fingerprint())
+  uint64_t alignment = 4096;
+  std::vector<std::string> drives;    // data file paths, one per drive
+  std::vector<PlacedRecord> records;  // ordered by (layer, expert)
+
+  // The record of (layer, expert), or nullptr.
+  const PlacedRecord* find(int64_t layer, int64_t expert) const;
+};
+
+// Parses manifest text read from `path` (named in messages). Throws deltafin::Error.
+PlacementManifest parse_placement(std::string_view json, const std::string& path);
+PlacementManifest read_placement(const std::string& path);
+// The JSON text of a manifest (compact: one record per line).
+std::string placement_json(const PlacementManifest& manifest);
+
+// Fingerprint of a checkpoint's routed experts: XXH3 over every expert tensor's name, dtype,
+// shape and size, in (layer, expert, part) order. A manifest only serves the model it was made for.
+std::string model_fingerprint(const ExpertTable& experts);
+
+// Usage statistics (`deltafin run --record-usage FILE`): requests per (layer, expert), used by
+// `deltafin place --usage` to choose which experts to replicate.
+//   {"format": "deltafin-usage", "version": 1, "model": "<fingerprint>", "counts": [[layer, [n0, n1, ...]], ...]}
+using ExpertUsage = std::vector<std::vector<uint64_t>>;  // [layer][expert]; empty rows for dense layers
+std::string usage_json(const std::string& model, const ExpertUsage& usage);
+// Reads usage written for the model with fingerprint `model` and shape of `experts`; throws otherwise.
+ExpertUsage read_usage(const std::string& path, const std::string& model, const ExpertTable& experts);
+
+// Default manifest location for a model directory.
+std::string default_placement_path(const std::string& model_dir);
+
+}  // namespace deltafin

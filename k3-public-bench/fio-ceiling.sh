@@ -23,9 +23,10 @@ fi
 
 # run ENGINE FIO_ARGS...: prints the read bandwidth in bytes/s, or fails
 run() {
+  local engine=$1; shift
   fio --name=ceiling --filename="$file" --readonly --direct=1 --rw=randread --bs="$piece" --blockalign=4096 \
       --randrepeat=0 --norandommap --time_based --ramp_time=1 --runtime="$secs" \
-      --group_reporting --output-format=json --ioengine="$@" |
+      --group_reporting --output-format=json --ioengine="$engine" "$@" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"])' 2>/dev/null
 }
 

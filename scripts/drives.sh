@@ -44,7 +44,7 @@ up() {
   need_root
   if [ -e "$state" ]; then die "already up (state in $state); run 'drives.sh down' first"; fi
   [ -e /dev/loop-control ] || [ -e /dev/loop0 ] || die "no loop devices (modprobe loop?)"
-  local free; free=$(losetup -f 2>/dev/null) || die "no free loop device"
+  losetup -f >/dev/null 2>&1 || die "no free loop device"
   [ -d "$blkio" ] || [ "$mbps" -eq 0 ] || die "no cgroup v1 blkio at $blkio: cannot throttle"
   if [ -e "$cgroup" ]; then die "$cgroup exists but is not ours; remove it first"; fi
   for ((i = 0; i < n; i++)); do

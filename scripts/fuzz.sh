@@ -3,7 +3,7 @@
 # (default 60) over a working copy of its seed corpus (tests/fuzz/<target>-corpus-run/, git-
 # ignored, kept between runs so coverage accumulates). Exits non-zero when a fuzzer finds a
 # crash, leak, sanitizer report or timeout; the reproducer is saved under build-fuzz/artifacts/.
-#   scripts/fuzz.sh [seconds] [target] [extra libFuzzer flags...]   target: safetensors, config, all
+#   scripts/fuzz.sh [seconds] [target] [extra libFuzzer flags...]   target: safetensors, config, placement, all
 set -euo pipefail
 
 seconds=${1:-60}
@@ -42,4 +42,7 @@ if [[ $which == all || $which == safetensors ]]; then
 fi
 if [[ $which == all || $which == config ]]; then
   run_target config "$root/tests/fuzz/config-corpus" "$@"
+fi
+if [[ $which == all || $which == placement ]]; then
+  run_target placement "$root/tests/fuzz/placement-corpus" "$@"
 fi

@@ -220,7 +220,7 @@ def main():
     if sys.stderr.isatty():
         print(file=sys.stderr)
     for stale in glob.glob(os.path.join(a.out, "model-*-of-*.safetensors")):  # from an earlier --force run
-        if os.path.basename(stale) not in weight_map.values():
+        if os.path.basename(stale) not in set(weight_map.values()):
             os.remove(stale)
     write_json(os.path.join(a.out, "model.safetensors.index.json"),
                {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))})

@@ -79,13 +79,11 @@ PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlan
   PlacementManifest m;
   m.model = model_fingerprint(experts);
   m.alignment = kAlignment;
-  for (size_t d = 0; d < drives; ++d) {
-    const fs::path dir = o.drive_dirs[d];
-    if (!fs::is_directory(dir)) fail("--drive {}: not a directory", dir.string());
-    const fs::path file = fs::weakly_canonical(dir) / ("deltafin-experts-" + m.model + ".bin");
-    if (std::find(m.drives.begin(), m.drives.end(), file.string()) != m.drives.end())
-      fail("--drive {}: given twice", dir.string());
-    m.drives.push_back(file.string());
+  std::vector<fs::path> dirs;
+  for (const std::string& given : o.drive_dirs) {
+    if (!fs::is_directory(given)) fail("--drive {}: not a directory", given);
+    dirs.push_back(fs::weakly_canonical(given));
+    if (std::count(dirs.begin(), dirs.end(), dirs.back()) > 1) fail("--drive {}: given twice", given);
   }
 
   for (int64_t layer = 0; layer < experts.layers(); ++layer)
@@ -120,11 +118,19 @@ PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlan
   }
   // Records lie on each drive in (layer, expert) order.
   std::vector<uint64_t> cursor(drives, 0);
+  std::string layout;
+  for (const fs::path& dir : dirs) layout += dir.string() + '\n';
   for (PlacedRecord& r : m.records)
     for (PlacementHolder& h : r.holders) {
       h.offset = cursor[h.drive];
       cursor[h.drive] += padded(r);
+      layout += fmt::format("{} {} {} {}\n", r.layer, r.expert, h.drive, h.offset);
     }
+  // Data files are named after the model and this layout: another placement of the same model
+  // on the same drive never overwrites them, and the same plan finds its own files to resume.
+  const std::string name = fmt::format("deltafin-experts-{}-{:08x}.bin", m.model,
+                                       XXH3_64bits(layout.data(), layout.size()) & 0xFFFFFFFF);
+  for (const fs::path& dir : dirs) m.drives.push_back((dir / name).string());
   return m;
 }
 

@@ -1,0 +1,347 @@
+// Stage 5: placement (deltafin place / verify), the drive reader and the expert store.
+// Exactness: the generated ids are identical whether experts come from the shards or from a
+// placement on 1-3 drives, with or without replicas, at any cache budget, piece size and with
+// the page cache bypassed or not. Faults: a missing, truncated or corrupt drive falls back to
+// another holder, or stops with one line naming the drive and the expert.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <deltafin/engine.hpp>
+
+#include "io/expert_reader.hpp"
+#include "io/expert_store.hpp"
+#include "io/placer.hpp"
+#include "model/model_experts.hpp"
+#include "test_util.hpp"
+#include "util/error.hpp"
+#include "weights/placement.hpp"
+
+namespace fs = std::filesystem;
+using namespace deltafin;
+using test::run_deltafin;
+
+namespace {
+
+// A scratch directory with a copy of a fixture model ("model/") and drive directories d0, d1, ...
+struct Bench {
+  fs::path root;
+  std::string model;
+  explicit Bench(const std::string& fixture) {
+    root = fs::temp_directory_path() / ("deltafin-place-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    fs::remove_all(root);
+    fs::create_directories(root);
+    fs::copy(test::fixture(fixture), root / "model");
+    model = (root / "model").string();
+  }
+  ~Bench() { fs::remove_all(root); }
+  std::string drive(int i) const {
+    fs::create_directories(root / ("d" + std::to_string(i)));
+    return (root / ("d" + std::to_string(i))).string();
+  }
+  std::string path(const std::string& name) const { return (root / name).string(); }
+  // `deltafin place` onto drives 0..n-1 with a manifest `name`; returns the manifest path.
+  std::string place(int drives, const std::string& name, const std::string& extra = "") const {
+    std::string args = "place -m " + model + " --out " + path(name) + extra;
+    for (int d = 0; d < drives; ++d) args += " --drive " + drive(d);
+    const auto r = run_deltafin(args);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return path(name);
+  }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+};
+
+// stdout only (stderr to a file), so warnings do not mix with the ids.
+test::CommandResult run_stdout(const std::string& args, std::string* err = nullptr) {
+  const std::string err_path = (fs::temp_directory_path() / ("deltafin-err-" + std::to_string(::getpid()))).string();
+  test::CommandResult r;
+  FILE* pipe = popen((std::string(DELTAFIN_BINARY) + " " + args + " 2>" + err_path).c_str(), "r");
+  REQUIRE(pipe);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(err_path);
+  std::stringstream s;
+  s << in.rdbuf();
+  if (err) *err = s.str();
+  fs::remove(err_path);
+  return r;
+}
+
+std::string greedy(const std::string& model, const std::string& extra) {
+  const std::string prompt = test::join_ids(test::read_golden(model).prompt, ",");
+  return "run -m " + model + " --tokens " + prompt + " -n 24 --temp 0 --ids --ignore-eos" + extra;
+}
+
+void flip_byte(const std::string& file, uint64_t offset) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5A);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+TEST_CASE("placement: ids identical across drive counts, replicas, cache budgets, pieces and bypass", "[placement]") {
+  for (const char* fixture : {"k2_tiny", "k3_tiny_mxfp4", "k2_tiny_int4"}) {
+    INFO(fixture);
+    Bench b(fixture);
+    const auto reference = run_deltafin(greedy(b.model, " --placement none"));
+    REQUIRE(reference.exit_code == 0);
+    const std::string one = b.place(1, "one.json");
+    const std::string three = b.place(3, "three.json");
+    const std::string mirrored = b.place(2, "mirrored.json", " --replicate 1");
+    for (const std::string& manifest : {one, three, mirrored})
+      for (const char* extra : {"", " --cache-gb 0.0000123", " --no-bypass --cache-gb 0.0001", " --io-piece-mb 0.004 --io-depth 1",
+                                " --verify-reads --threads 1"}) {
+        INFO(manifest << extra);
+        CHECK(run_deltafin(greedy(b.model, " --placement " + manifest + extra)).output == reference.output);
+      }
+    // The placement next to the model is found without --placement.
+    b.place(2, "model/deltafin-placement.json");
+    const auto found = run_deltafin(greedy(b.model, " --stats"));
+    CHECK(found.output.find("deltafin-placement.json") != std::string::npos);
+  }
+}
+
+TEST_CASE("placement: records are aligned, balanced per layer, and replicated by usage", "[placement]") {
+  Bench b("k2_tiny");
+  const auto index = WeightIndex::open(b.model);
+  const ExpertTable experts = load_expert_table(b.model, *index);
+  const PlacementManifest m = plan_placement(experts, {{b.drive(0), b.drive(1), b.drive(2)}, nullptr, 0});
+  std::vector<std::vector<int>> per_layer_drive(experts.layers(), std::vector<int>(3, 0));
+  for (const PlacedRecord& r : m.records) {
+    REQUIRE(r.holders.size() == 1);
+    CHECK(r.holders[0].offset % 4096 == 0);
+    ++per_layer_drive[r.layer][r.holders[0].drive];
+  }
+  for (const auto& counts : per_layer_drive)  // each layer's experts spread evenly
+    if (counts[0] + counts[1] + counts[2] > 0)
+      CHECK(*std::max_element(counts.begin(), counts.end()) - *std::min_element(counts.begin(), counts.end()) <= 1);
+
+  // Usage recorded by a run picks the replicated experts: the most used quarter is on every drive.
+  const std::string usage = b.path("usage.json");
+  REQUIRE(run_deltafin(greedy(b.model, " --record-usage " + usage)).exit_code == 0);
+  const ExpertUsage counts = read_usage(usage, model_fingerprint(experts), experts);
+  const PlacementManifest hot = plan_placement(experts, {{b.drive(0), b.drive(1)}, &counts, 0.25});
+  uint64_t replicated = 0, min_replicated = UINT64_MAX, max_single = 0;
+  for (const PlacedRecord& r : hot.records) {
+    const uint64_t n = counts[r.layer][r.expert];
+    if (r.holders.size() == 2) ++replicated, min_replicated = std::min(min_replicated, n);
+    else max_single = std::max(max_single, n);
+  }
+  CHECK(replicated == hot.records.size() / 4);
+  CHECK(min_replicated >= max_single);
+  uint64_t total = 0;
+  for (const auto& row : counts)
+    for (uint64_t n : row) total += n;
+  CHECK(total > 0);
+  CHECK_THROWS_WITH(plan_placement(experts, {{b.drive(0)}, nullptr, 0.5}), Catch::Contains("--usage"));
+}
+
+TEST_CASE("verify: a clean placement passes; a flipped byte names the drive and the expert", "[placement]") {
+  Bench b("k2_tiny");
+  const std::string manifest = b.place(2, "p.json");
+  const auto ok = run_deltafin("verify -m " + b.model + " --placement " + manifest);
+  INFO(ok.output);
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.output.find("all match") != std::string::npos);
+  const PlacementManifest m = read_placement(manifest);
+  const PlacedRecord& victim = m.records[5];
+  flip_byte(m.drives[victim.holders[0].drive], victim.holders[0].offset + 100);
+  const auto bad = run_deltafin("verify -m " + b.model + " --placement " + manifest);
+  INFO(bad.output);
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find(fmt::format("expert {}/{}", victim.layer, victim.expert)) != std::string::npos);
+  CHECK(bad.output.find(m.drives[victim.holders[0].drive]) != std::string::npos);
+  CHECK(bad.output.find("checksum mismatch") != std::string::npos);
+}
+
+TEST_CASE("place resumes after an interruption and gives the same manifest", "[placement]") {
+  Bench b("k2_tiny");
+  const std::string clean = b.place(2, "clean.json");
+  const auto index = WeightIndex::open(b.model);
+  const ExpertTable experts = load_expert_table(b.model, *index);
+  const PlacementManifest plan = plan_placement(experts, {{b.drive(0), b.drive(1)}, nullptr, 0});
+  const std::string out = b.path("resumed.json");
+  // Interrupt after 40 records (the journal has synced none of them yet: batches are 256 MB).
+  CHECK_THROWS(write_placement(*index, experts, plan, out, [](const PlaceProgress& p) {
+    if (p.records_done == 40) throw Error("interrupted");
+  }));
+  CHECK(!fs::exists(out));
+  CHECK(fs::exists(out + ".journal"));
+  CHECK(fs::exists(plan.drives[0] + ".partial"));
+  // A journal that lists synced records lets the next run skip them.
+  {
+    std::ifstream in(out + ".journal");
+    std::string magic, hash;
+    std::getline(in, magic);
+    std::getline(in, hash);
+    const PlacementManifest reference = read_placement(clean);
+    std::ofstream journal(out + ".journal", std::ios::trunc);
+    journal << magic << '\n' << hash << '\n';
+    for (size_t i = 0; i < 30; ++i) journal << i << ' ' << fmt::format("{:016x}", reference.records[i].xxh3) << '\n';
+  }
+  const auto again = run_deltafin("place -m " + b.model + " --out " + out + " --drive " + b.drive(0) + " --drive " + b.drive(1));
+  INFO(again.output);
+  CHECK(again.output.find("30 records resumed") != std::string::npos);
+  std::ifstream a(clean), c(out);
+  std::stringstream sa, sc;
+  sa << a.rdbuf();
+  sc << c.rdbuf();
+  CHECK(sa.str() == sc.str());
+  CHECK(!fs::exists(out + ".journal"));
+  CHECK(run_deltafin("verify -m " + b.model + " --placement " + out).exit_code == 0);
+}
+
+TEST_CASE("faults: missing, truncated and corrupt drives fall back to other holders or stop clearly", "[placement][bad-input]") {
+  Bench b("k2_tiny");
+  const std::string reference = run_deltafin(greedy(b.model, " --placement none")).output;
+  const std::string mirrored = b.place(2, "mirrored.json", " --replicate 1");
+  const std::string single = b.place(3, "single.json");
+  const PlacementManifest mm = read_placement(mirrored), ms = read_placement(single);
+
+  SECTION("a vanished drive with replicas: same ids, a warning naming it") {
+    fs::rename(mm.drives[1], mm.drives[1] + ".gone");
+    std::string err;
+    CHECK(run_stdout(greedy(b.model, " --placement " + mirrored), &err).output == reference);
+    CHECK(err.find(mm.drives[1]) != std::string::npos);
+  }
+  SECTION("a vanished drive without replicas: one line naming the drive and an expert") {
+    fs::remove(ms.drives[2]);
+    const auto r = run_deltafin(greedy(b.model, " --placement " + single));
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+    CHECK(r.output.find(ms.drives[2]) != std::string::npos);
+    CHECK(r.output.find("only copy of expert") != std::string::npos);
+  }
+  SECTION("a truncated drive without replicas") {
+    fs::resize_file(ms.drives[0], 8192);
+    const auto r = run_deltafin(greedy(b.model, " --placement " + single));
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("truncated") != std::string::npos);
+  }
+  SECTION("a corrupt record with --verify-reads: read again from the other copy") {
+    for (const PlacedRecord& r : mm.records) flip_byte(mm.drives[r.holders[0].drive], r.holders[0].offset + 7);
+    std::string err;
+    CHECK(run_stdout(greedy(b.model, " --verify-reads --placement " + mirrored), &err).output == reference);
+    CHECK(err.find("checksum mismatch") != std::string::npos);
+  }
+  SECTION("a corrupt record with --verify-reads and no other copy: one line naming drive and expert") {
+    for (const PlacedRecord& r : ms.records) flip_byte(ms.drives[r.holders[0].drive], r.holders[0].offset + 7);
+    std::string err;
+    const auto r = run_stdout(greedy(b.model, " --verify-reads --placement " + single), &err);
+    INFO(err);
+    CHECK(r.exit_code == 1);
+    CHECK(err.find("does not match its checksum") != std::string::npos);
+    CHECK(err.find("expert ") != std::string::npos);
+  }
+  SECTION("a manifest made for another model") {
+    Bench other("dsv3_tiny");
+    const auto r = run_deltafin(greedy(other.model, " --placement " + single));
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("different model") != std::string::npos);
+  }
+}
+
+TEST_CASE("reader: a drive that starts failing mid-run falls back to its replica", "[placement][bad-input]") {
+  Bench b("k2_tiny");
+  const std::string mirrored = b.place(2, "mirrored.json", " --replicate 1");
+  const PlacementManifest m = read_placement(mirrored);
+  const auto index = WeightIndex::open(b.model);
+  const ExpertTable experts = load_expert_table(b.model, *index);
+  ReaderOptions options;
+  options.piece_bytes = 4096;
+  auto placed = ExpertReader::from_placement(m, mirrored, experts, options);
+  auto shards = ExpertReader::from_shards(*index, experts, options);
+  fs::resize_file(m.drives[0], 4096);  // after opening: every read past the first page is short
+  ExpertStore from_drives(*index, experts, *placed, 1 << 20), from_shards(*index, experts, *shards, 1 << 20);
+  for (int32_t e = 0; e < experts.experts(); ++e) {
+    from_drives.request(1, std::span(&e, 1));
+    from_shards.request(1, std::span(&e, 1));
+    const ExpertHandle a = from_drives.acquire(1, e), c = from_shards.acquire(1, e);
+    REQUIRE(a->bytes == c->bytes);
+    CHECK(std::memcmp(a->storage.data(), c->storage.data(), a->bytes) == 0);
+  }
+  const auto drives = placed->drive_stats();
+  CHECK(drives[0].failed);
+  CHECK(drives[0].errors > 0);
+  CHECK(!drives[1].failed);
+}
+
+TEST_CASE("store: expert memory stays inside the budget and each expert is read once per pass", "[placement]") {
+  for (double budget : {0.0000123, 0.00005, 1.0}) {
+    EngineOptions o;
+    o.model_dir = test::fixture("k2_tiny");
+    o.cache_gb = budget;
+    o.placement = "none";
+    auto engine = Engine::open(o);
+    const std::vector<int32_t> ids = test::read_golden(o.model_dir).all();
+    engine->new_session()->append(ids, false);
+    const EngineStats s = engine->stats();
+    INFO(budget);
+    CHECK(s.peak_cache_bytes <= s.cache_budget_bytes);
+    CHECK(s.repeat_reads_in_pass == 0);
+    CHECK(s.expert_misses <= s.expert_runs);  // one pass: every expert read at most once
+  }
+}
+
+TEST_CASE("store: demoted experts are evicted first", "[placement]") {
+  const std::string dir = test::fixture("k2_tiny");
+  const auto index = WeightIndex::open(dir);
+  const ExpertTable experts = load_expert_table(dir, *index);
+  auto reader = ExpertReader::from_shards(*index, experts, {});
+  const uint64_t one = reader->buffer_bytes(1, 0);
+  ExpertStore store(*index, experts, *reader, 2 * one);  // room for two experts
+  const int32_t a = 0, c = 1, d = 2;
+  for (int32_t e : {a, c}) {
+    store.request(1, std::span(&e, 1));
+    store.acquire(1, e);
+  }
+  store.demote(1, std::span(&c, 1));  // c is newer than a, but only a rejected draft used it
+  store.request(1, std::span(&d, 1));
+  store.acquire(1, d);
+  const uint64_t hits = store.stats().hits;
+  store.request(1, std::span(&a, 1));
+  CHECK(store.stats().hits == hits + 1);  // a stayed
+  store.acquire(1, a);
+  store.request(1, std::span(&c, 1));
+  CHECK(store.stats().hits == hits + 1);  // c was evicted
+  store.acquire(1, c);
+}
+
+TEST_CASE("placement manifest parser: bad input names the file and the problem", "[placement][bad-input]") {
+  const std::string good = R"({"format": "deltafin-placement", "version": 1, "model": "0123456789abcdef", "alignment": 4096,
+    "drives": ["/a.bin", "/b.bin"], "records": [[1, 0, 100, "00000000000000aa", [[0, 0], [1, 4096]]], [1, 1, 5, "00000000000000bb", [[1, 0]]]]})";
+  CHECK(parse_placement(good, "m.json").records.size() == 2);
+  CHECK(parse_placement(placement_json(parse_placement(good, "m.json")), "m.json").records[0].holders[1].offset == 4096);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{", "broken"},
+      {R"({"format": "x"})", "not a deltafin placement"},
+      {R"({"format": "deltafin-placement", "version": 9})", "version"},
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 1000, "drives": ["/a"], "records": []})", "alignment"},
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": [], "records": []})", "drives"},
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 0, 10, "00000000000000aa", [[1, 0]]]]})", "drive"},
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 0, 10, "00000000000000aa", [[0, 100]]]]})", "aligned"},
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 0, 10, "zz", [[0, 0]]]]})", "checksum"},
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 1, 10, "00000000000000aa", [[0, 0]]], [1, 0, 10, "00000000000000aa", [[0, 4096]]]]})", "sorted"},
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a", "/b"], "records": [[1, 0, 10, "00000000000000aa", [[0, 0], [0, 4096]]]]})", "twice"},
+  };
+  for (const auto& [text, expected] : cases) {
+    INFO(text);
+    CHECK_THROWS_WITH(parse_placement(text, "m.json"), Catch::Contains("m.json") && Catch::Contains(expected));
+  }
+}

@@ -149,6 +149,7 @@ class ModelEngine final : public Engine {
     summary_.vocab_size = F::vocab(config_);
     summary_.eos_token_id = F::eos(config_);
     summary_.spine_bytes = model_.spine_bytes();
+    if (o.lookahead) model_.set_lookahead(store_.budget_bytes() / 4);
   }
 
   const ModelSummary& summary() const override { return summary_; }

@@ -33,7 +33,7 @@ void DriveQueue::submit(ReadJob job) {
   {
     std::lock_guard lock(mutex_);
     pending_bytes_ += job.length;
-    queue_.push_back(std::move(job));
+    (job.urgent ? urgent_ : later_).push_back(std::move(job));
   }
   wake_.notify_one();
 }
@@ -68,10 +68,11 @@ void DriveQueue::work() {
     ReadJob job;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, nothing left
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      wake_.wait(lock, [&] { return stopping_ || !urgent_.empty() || !later_.empty(); });
+      std::deque<ReadJob>& queue = !urgent_.empty() ? urgent_ : later_;
+      if (queue.empty()) return;  // stopping, nothing left
+      job = std::move(queue.front());
+      queue.pop_front();
       if (in_flight_++ == 0) busy_since_ = now_seconds();
     }
     std::exception_ptr error;

@@ -3,7 +3,7 @@
 // read of a replicated expert can go to the holder with the lowest expected completion time:
 // (bytes in flight + the new read) / the drive's measured bandwidth.
 // Reads never throw into the caller: every job's `done` is called exactly once, with the error
-// (std::exception_ptr) or nullptr.
+// (std::exception_ptr) or nullptr. Demand reads are served before prefetch reads.
 #pragma once
 
 #include <condition_variable>
@@ -26,6 +26,7 @@ struct ReadJob {
   uint64_t offset = 0, length = 0;
   std::byte* dst = nullptr;
   bool bypass = true;  // around the page cache (ReadOnlyFile::read_uncached)
+  bool urgent = true;  // demand reads go before guesses (prefetch)
   std::function<void(std::exception_ptr)> done;
 };
 
@@ -61,7 +62,7 @@ class DriveQueue {
   std::string name_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<ReadJob> queue_;
+  std::deque<ReadJob> urgent_, later_;  // demand reads first, then prefetch
   std::vector<std::thread> threads_;
   bool stopping_ = false;
   bool failed_ = false;

@@ -18,6 +18,7 @@ struct ExpertReader::Read {
   int64_t layer = 0, expert = 0;
   const Location* loc = nullptr;
   std::byte* dst = nullptr;
+  bool urgent = true;
   Done done;
   std::atomic<int> remaining{0};
   std::mutex mutex;
@@ -136,8 +137,9 @@ std::string ExpertReader::expert_name(int64_t layer, int64_t expert) const {
   return fmt::format("expert {}/{} (layer/expert)", layer, expert);
 }
 
-void ExpertReader::read(int64_t layer, int64_t expert, std::byte* dst, Done done) {
+void ExpertReader::read(int64_t layer, int64_t expert, std::byte* dst, bool urgent, Done done) {
   auto read = std::make_shared<Read>();
+  read->urgent = urgent;
   read->layer = layer;
   read->expert = expert;
   read->loc = &at(layer, expert);
@@ -182,7 +184,7 @@ void ExpertReader::issue_piece(const std::shared_ptr<Read>& read, size_t x, uint
   }
   tried.push_back(best->drive);
   const Holder holder = *best;
-  ReadJob job{holder.file, holder.offset + begin, length, read->dst + extent.dst_offset + begin, options_.bypass, {}};
+  ReadJob job{holder.file, holder.offset + begin, length, read->dst + extent.dst_offset + begin, options_.bypass, read->urgent, {}};
   job.done = [this, read, x, begin, length, tried = std::move(tried), holder](std::exception_ptr error) {
     if (error) {
       DriveQueue& drive = *drives_[holder.drive];

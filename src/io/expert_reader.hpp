@@ -49,7 +49,8 @@ class ExpertReader {
   const RecordLayout& layout(int64_t layer, int64_t expert) const;
   // Starts reading the record into dst (buffer_bytes, 4096-aligned); `done` runs once, on an I/O
   // thread, after the whole record has arrived (and been verified) or with the error.
-  void read(int64_t layer, int64_t expert, std::byte* dst, Done done);
+  // urgent: a demand read (served before prefetch reads).
+  void read(int64_t layer, int64_t expert, std::byte* dst, bool urgent, Done done);
 
   std::vector<DriveStats> drive_stats() const;
   bool placed() const { return placed_; }

@@ -58,7 +58,7 @@ bool ExpertStore::make_room(uint64_t bytes, uint64_t limit) {
   return true;
 }
 
-void ExpertStore::start_read(Entry& e) {
+void ExpertStore::start_read(Entry& e, bool urgent) {
   const uint64_t bytes = reader_.buffer_bytes(e.layer, e.expert);
   auto w = std::make_shared<ExpertWeights>();
   w->storage = AlignedBuffer(bytes);
@@ -74,7 +74,7 @@ void ExpertStore::start_read(Entry& e) {
   e.read_pass = pass_;
   ++reads_in_flight_;
   const Key k = key(e.layer, e.expert);
-  reader_.read(e.layer, e.expert, w->storage.data(), [this, k, w](std::exception_ptr error) {
+  reader_.read(e.layer, e.expert, w->storage.data(), urgent, [this, k, w](std::exception_ptr error) {
     if (!error) error = check_scales(k, *w);
     std::lock_guard lock(mutex_);
     Entry& done = entries_.at(k);
@@ -109,7 +109,7 @@ void ExpertStore::issue_queued() {
   while (started < queued_.size()) {
     Entry& e = entries_.at(queued_[started]);
     if (!make_room(reader_.buffer_bytes(e.layer, e.expert), 0)) break;
-    start_read(e);
+    start_read(e, true);
     ++started;
   }
   queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(started));
@@ -163,7 +163,7 @@ void ExpertStore::prefetch(int64_t layer, std::span<const int32_t> experts, uint
     prefetch_in_flight_ += bytes;
     ++stats_.prefetch_reads;
     stats_.prefetch_bytes += reader_.layout(layer, expert).payload;
-    start_read(e);
+    start_read(e, false);
   }
 }
 

@@ -90,7 +90,7 @@ class ExpertStore {
   // `limit` (cycle distance; see next_use) may go. Returns false when it cannot.
   bool make_room(uint64_t bytes, uint64_t limit);
   uint64_t next_use(const Entry& e) const;  // cycle distance until e's layer runs again; cold: max
-  void start_read(Entry& e);                // mutex held; room already made
+  void start_read(Entry& e, bool urgent);   // mutex held; room already made
   void issue_queued();                      // mutex held: start queued requests in order while room allows
   void evict(Key k);
   std::exception_ptr check_scales(Key k, const ExpertWeights& w) const;

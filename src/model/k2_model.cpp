@@ -119,16 +119,25 @@ void K2Model::dense_mlp(const Mlp& mlp, const float* normed, int64_t n, float* o
   backend_.matmul(mlp.down.view, gate.data(), n, out);
 }
 
+RouterSpec K2Model::router_spec() const {
+  const ModelConfig& c = config_;
+  return {c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor};
+}
+
 void K2Model::moe(int64_t layer, const float* normed, int64_t n, float* out) {
   const ModelConfig& c = config_;
   const Layer& L = layers_[layer];
   const int64_t h = c.hidden_size;
   std::vector<float> logits(n * c.n_routed_experts);  // [n, experts], fp32
   backend_.matmul(L.router.view, normed, n, logits.data());
-  const RouterSpec router{c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob,
-                          c.routed_scaling_factor};
+  const RouterSpec router = router_spec();
   const RoutedPlan plan = plan_routed_experts(experts_, layer, router, logits.data(),
                                               L.router_bias.empty() ? nullptr : L.router_bias.data(), n, stats_);
+  if (lookahead_.active() && layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe) {
+    const Layer& next = layers_[layer + 1];
+    backend_.matmul(next.router.view, normed, n, logits.data());
+    lookahead_.guess(experts_, layer + 1, router, logits.data(), next.router_bias.empty() ? nullptr : next.router_bias.data(), n);
+  }
   if (c.n_shared_experts > 0) dense_mlp(L.shared, normed, n, out);  // while the routed experts are read
   std::vector<float> routed(n * h);  // [n, hidden]
   run_routed_experts(backend_, experts_, plan, normed, n, h, c.moe_intermediate_size,
@@ -149,6 +158,7 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
     if (tokens[t] < 0 || tokens[t] >= c.vocab_size) fail("token id {} is outside the vocabulary (0..{})", tokens[t], c.vocab_size - 1);
   cache.reserve(start + n);
   experts_.begin_pass();
+  lookahead_.begin_pass(experts_);
   std::vector<float> x(n * h), normed(n * h), delta(n * h);  // [n, hidden]
   for (int64_t t = 0; t < n; ++t) backend_.embed(embed_.view, tokens[t], x.data() + t * h);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {

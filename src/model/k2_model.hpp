@@ -16,6 +16,7 @@
 #include "backend/backend.hpp"
 #include "io/expert_store.hpp"
 #include "model/kv_cache.hpp"
+#include "model/lookahead.hpp"
 #include "model/rope.hpp"
 #include "model/routed_experts.hpp"
 #include "model/spine.hpp"
@@ -40,6 +41,8 @@ class K2Model {
   uint64_t spine_bytes() const { return spine_bytes_; }
   const PassStats& stats() const { return stats_; }
   LatentKvCache new_cache() const;
+  // Router lookahead prefetch with at most `byte_cap` bytes in flight (0: off, the default).
+  void set_lookahead(uint64_t byte_cap) { lookahead_ = Lookahead(byte_cap); }
 
   // Runs tokens [n] at positions [start, start + n) against `cache` (which must hold [0, start)).
   // logits: [n, vocab] when all_logits, else [1, vocab] for the last position.
@@ -65,6 +68,7 @@ class K2Model {
   void dense_mlp(const Mlp& mlp, const float* normed, int64_t n, float* out);
   void moe(int64_t layer, const float* normed, int64_t n, float* out);
   SpineMatrix load(const std::string& name, int64_t rows, int64_t cols);
+  RouterSpec router_spec() const;
 
   const ModelConfig& config_;
   const WeightIndex& index_;
@@ -76,6 +80,7 @@ class K2Model {
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
   PassStats stats_;
+  Lookahead lookahead_;
 };
 
 }  // namespace deltafin

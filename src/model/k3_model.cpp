@@ -231,6 +231,11 @@ void K3Model::moe(int64_t layer, const float* x, int64_t n, float* out) {
   const float beta = c.situ_beta, linear_beta = c.situ_linear_beta;
   const RoutedPlan plan = plan_routed_experts(experts_, layer, router, logits.data(),
                                               w.router_bias.empty() ? nullptr : w.router_bias.data(), n, stats_);
+  if (lookahead_.active() && layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe) {
+    const Moe& next = layers_[layer + 1].moe_weights;
+    backend_.matmul(next.router.view, x, n, logits.data());
+    lookahead_.guess(experts_, layer + 1, router, logits.data(), next.router_bias.empty() ? nullptr : next.router_bias.data(), n);
+  }
   if (c.num_shared_experts > 0) mlp(w.shared, x, n, out);  // while the routed experts are read
   run_routed_experts(backend_, experts_, plan, z.data(), n, lat, c.moe_intermediate_size,
                      [beta, linear_beta](Backend& b, float* g, const float* u, int64_t m) { b.situ_mul(g, u, m, beta, linear_beta); },
@@ -265,6 +270,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
       fail("token id {} is outside the vocabulary (0..{})", tokens[t], c.vocab_size - 1);
   state.mla.reserve(start + n);
   experts_.begin_pass();
+  lookahead_.begin_pass(experts_);
   // Attention Residuals: `blocks` are the sealed snapshots, `partial` the running block sum.
   std::vector<std::vector<float>> blocks;
   std::vector<float> partial(n * h), mixed(n * h), normed(n * h), delta(n * h);  // [n, hidden]

@@ -16,6 +16,7 @@
 #include "backend/backend.hpp"
 #include "io/expert_store.hpp"
 #include "model/kv_cache.hpp"
+#include "model/lookahead.hpp"
 #include "model/routed_experts.hpp"
 #include "model/spine.hpp"
 #include "weights/expert_table.hpp"
@@ -47,6 +48,8 @@ class K3Model {
   uint64_t spine_bytes() const { return spine_bytes_; }
   const PassStats& stats() const { return stats_; }
   K3State new_state() const;
+  // Router lookahead prefetch with at most `byte_cap` bytes in flight (0: off, the default).
+  void set_lookahead(uint64_t byte_cap) { lookahead_ = Lookahead(byte_cap); }
 
   // Runs tokens [n] at positions [start, start + n) on `state` (which holds [0, start)).
   // logits: [n, vocab] when all_logits, else [1, vocab] for the last position.
@@ -105,6 +108,7 @@ class K3Model {
   std::vector<float> final_norm_, output_res_query_;
   std::vector<Layer> layers_;
   PassStats stats_;
+  Lookahead lookahead_;
 };
 
 }  // namespace deltafin

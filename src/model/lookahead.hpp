@@ -1,0 +1,39 @@
+// Router lookahead: while layer L runs, layer L+1's router applied to layer L's MoE input guesses
+// which experts L+1 will need, and their reads start at once (ExpertStore::prefetch: byte-capped,
+// low priority, taking room only from experts needed later than layer L+1). Guesses never change
+// results: layer L+1 routes for real. Lookahead turns itself off when fewer than kMinHitRate of
+// its recent reads were used, and probes again after kOffPasses passes.
+#pragma once
+
+#include <cstdint>
+
+#include "io/expert_store.hpp"
+#include "model/router.hpp"
+
+namespace deltafin {
+
+class Lookahead {
+ public:
+  static constexpr double kMinHitRate = 0.3;
+  static constexpr uint64_t kWindowReads = 64;   // judge the hit rate over this many guesses
+  static constexpr uint64_t kOffPasses = 32;
+
+  // byte_cap: prefetched bytes in flight at most; 0 disables lookahead.
+  explicit Lookahead(uint64_t byte_cap = 0) : cap_(byte_cap) {}
+
+  // Updates the on/off state from the store's prefetch counters; call once per pass.
+  void begin_pass(const ExpertStore& store);
+  bool active() const { return cap_ > 0 && passes_ >= off_until_; }
+  // next_logits [n, experts]: layer `next_layer`'s router on the current MoE input.
+  void guess(ExpertStore& store, int64_t next_layer, const RouterSpec& router, const float* next_logits,
+             const float* bias, int64_t n);
+
+ private:
+  uint64_t cap_;
+  uint64_t passes_ = 0;
+  uint64_t off_until_ = 0;
+  uint64_t window_reads_ = 0, window_used_ = 0;  // store counters when the window started
+  uint64_t switched_off_ = 0;
+};
+
+}  // namespace deltafin

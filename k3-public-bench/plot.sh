@@ -4,7 +4,8 @@
 #   OUTDIR/decode-scaling.png   decode tok/s against drive count, with linear scaling from 1 drive
 # (gnuplot, pngcairo or png terminal; python3 for the CSV). RESULTS.csv has a header line and one
 # row per (arm, drive); the per-arm columns repeat on each of the arm's rows:
-#   arm                  name of the configuration, unique per run (e.g. stripe4-c8)
+#   arm                  name of the configuration, unique per run (e.g. stripe4); disk* arms (an
+#                        unthrottled local disk) and *lookahead arms appear in the bandwidth chart only
 #   drives               number of drives the arm reads from
 #   replicate            0: each expert piece on one drive (striped); 1: every drive holds all
 #   cache_gb             expert cache budget, GB (1e9 bytes)
@@ -67,12 +68,14 @@ plot $bars using 1:2:(0.8) with boxes lc rgb '#d0d0d0' title 'ceiling (fio-ceili
 unset xtics; unset xrange; unset bmargin""")
 
 # (b) decode tok/s against drives, one series per (replicate, cache); dashed: linear scaling from
-# the 1-drive arm of that cache size (striped and replicated are the same thing on one drive)
+# the 1-drive arm of that cache size (striped and replicated are the same thing on one drive).
+# Arms named disk* (this machine's own, unthrottled disk) are not part of the scaling series.
 series, base = OrderedDict(), {}
-for a in sorted(arms.values(), key=lambda a: (f(a, "cache_gb"), int(a["replicate"]), int(a["drives"]))):
+scaling = [a for a in arms.values() if not a["arm"].startswith("disk") and not a["arm"].endswith("lookahead")]
+for a in sorted(scaling, key=lambda a: (f(a, "cache_gb"), int(a["replicate"]), int(a["drives"]))):
     series.setdefault(kind(a), []).append(a)
     if int(a["drives"]) == 1: base.setdefault(f(a, "cache_gb"), f(a, "decode_tok_s"))
-counts = sorted({int(a["drives"]) for a in arms.values()})
+counts = sorted({int(a["drives"]) for a in scaling})
 print(f"set terminal {term} size 800,560 {font}")
 print(f"set output '{out}/decode-scaling.png'")
 print("$linear << EOD")

@@ -104,7 +104,7 @@ TEST_CASE("placement: ids identical across drive counts, replicas, cache budgets
     const std::string mirrored = b.place(2, "mirrored.json", " --replicate 1");
     for (const std::string& manifest : {one, three, mirrored})
       for (const char* extra : {"", " --cache-gb 0.0000123", " --no-bypass --cache-gb 0.0001", " --io-piece-mb 0.004 --io-depth 1",
-                                " --verify-reads --threads 1"}) {
+                                " --verify-reads --threads 1", " --lookahead --cache-gb 0.0001"}) {
         INFO(manifest << extra);
         CHECK(run_deltafin(greedy(b.model, " --placement " + manifest + extra)).output == reference.output);
       }

@@ -23,7 +23,7 @@ struct EngineOptions {
   bool verify_reads = false;   // check every expert record's XXH3 as it is read
   int io_depth = 8;            // reads in flight per drive
   double io_piece_mb = 1.0;    // records are read in concurrent pieces of this size
-  bool lookahead = true;       // prefetch the next layer's likely experts (router lookahead)
+  bool lookahead = false;      // prefetch the next layer's likely experts (router lookahead)
 };
 
 struct ModelSummary {

@@ -45,8 +45,8 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("--placement", options.placement,
                  "Placement manifest from `deltafin place` (default: deltafin-placement.json in the model directory "
                  "when present; 'none': read the original shards)");
-  app.add_flag("--no-lookahead{false}", options.lookahead,
-               "Do not prefetch the next layer's likely experts (router lookahead; default: on, off by itself when it misses)");
+  app.add_flag("--lookahead", options.lookahead,
+               "Prefetch the next layer's likely experts (router lookahead; turns itself off while it misses)");
   app.add_flag("--verify-reads", options.verify_reads, "Check every expert record's XXH3 checksum as it is read");
   app.add_option("--io-depth", options.io_depth, "Reads in flight per drive")->capture_default_str();
   app.add_option("--io-piece-mb", options.io_piece_mb, "Expert records are read in concurrent pieces of this size (MB)")

@@ -68,9 +68,11 @@ void write_stats_json(const std::string& path, const Engine& engine, const RunRe
   std::string drives;
   for (size_t d = 0; d < s.drives.size(); ++d) {
     const DriveReport& dr = s.drives[d];
+    const DriveReport before = d < r.at_decode_start.drives.size() ? r.at_decode_start.drives[d] : DriveReport{};
     drives += fmt::format("{}\n    {{\"path\": {}, \"bytes\": {}, \"reads\": {}, \"errors\": {}, \"busy_seconds\": {:.6f}, "
-                          "\"failed\": {}}}", d ? "," : "", json_string(dr.path), dr.bytes, dr.reads, dr.errors,
-                          dr.busy_seconds, dr.failed);
+                          "\"failed\": {}, \"decode_bytes\": {}, \"decode_busy_seconds\": {:.6f}}}",
+                          d ? "," : "", json_string(dr.path), dr.bytes, dr.reads, dr.errors, dr.busy_seconds, dr.failed,
+                          dr.bytes - before.bytes, dr.busy_seconds - before.busy_seconds);
   }
   const std::string text = fmt::format(
       "{{\n  \"model\": {},\n"

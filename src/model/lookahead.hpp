@@ -2,7 +2,9 @@
 // which experts L+1 will need, and their reads start at once (ExpertStore::prefetch: byte-capped,
 // low priority, taking room only from experts needed later than layer L+1). Guesses never change
 // results: layer L+1 routes for real. Lookahead turns itself off when fewer than kMinHitRate of
-// its recent reads were used, and probes again after kOffPasses passes.
+// its recent reads were used, and probes again after kOffPasses passes. Off by default
+// (--lookahead): when the drives are the bottleneck every wasted guess costs a read (measured in
+// k3-public-bench/results/streaming.md).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +16,7 @@ namespace deltafin {
 
 class Lookahead {
  public:
-  static constexpr double kMinHitRate = 0.3;
+  static constexpr double kMinHitRate = 0.5;  // below: more than half the guessed bytes are wasted
   static constexpr uint64_t kWindowReads = 64;   // judge the hit rate over this many guesses
   static constexpr uint64_t kOffPasses = 32;
 

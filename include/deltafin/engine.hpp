@@ -31,6 +31,7 @@ struct ModelSummary {
   int64_t vocab_size = 0;
   int64_t eos_token_id = -1;
   uint64_t spine_bytes = 0;     // resident weights
+  int64_t moe_layers = 0;       // layers with routed experts
 };
 
 struct DriveReport {
@@ -68,7 +69,8 @@ class Session {
   // appended position when all_logits, else [vocab] of the last one.
   virtual std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) = 0;
   virtual int64_t position() const = 0;
-  // Forgets positions >= pos (pos <= position()).
+  // Forgets positions >= pos (pos <= position()): KV truncated, recurrent state restored. Experts
+  // that only the forgotten positions of the last pass used go to the cold end of the cache.
   virtual void rewind(int64_t pos) = 0;
 };
 

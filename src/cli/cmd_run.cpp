@@ -1,9 +1,11 @@
 // `deltafin run`: a prompt (-p TEXT, a file, stdin, or --tokens ids), optionally in the model's
-// chat format, prefilled in passes of --chunk positions, then decoded one token at a time and
-// streamed to stdout as UTF-8-safe text (or ids with --ids). Ctrl-C stops cleanly; --stats
+// chat format, prefilled in passes of --chunk positions, then decoded (speculatively when a
+// drafter is on: the target checks every guess, so the output is plain decoding's) and streamed
+// to stdout as UTF-8-safe text (or ids with --ids). Ctrl-C stops cleanly; --stats
 // prints the receipt to stderr either way.
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -12,7 +14,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
+#include "decode/drafter.hpp"
 #include "decode/sampler.hpp"
+#include "decode/speculative.hpp"
 #include "text/chat_format.hpp"
 #include "text/stop_strings.hpp"
 #include "text/tokenizer.hpp"
@@ -37,7 +41,36 @@ struct RunFlags {
   int64_t max_new = 256;
   SamplerOptions sampler;
   std::vector<std::string> stops;
+  std::string draft = "auto", draft_model;
+  SpeculativeOptions speculative;
 };
+
+// The drafter --draft asks for: auto = the bundled draft when the bundled model is the target
+// (or --draft-model when given), else none.
+std::unique_ptr<Drafter> open_drafter(const RunFlags& f, const Engine& target) {
+  namespace fs = std::filesystem;
+  std::string kind = f.draft, dir = f.draft_model;
+  if (kind != "auto" && kind != "off" && kind != "model" && kind != "ngram")
+    fail("--draft: expected auto, off, model or ngram (got '{}')", kind);
+  if (kind == "auto") {
+    const fs::path target_dir = fs::weakly_canonical(f.engine.model_dir);
+    const fs::path bundled = target_dir.parent_path() / "default-draft";
+    if (dir.empty() && target_dir.filename() == "default" && fs::exists(bundled / "config.json")) dir = bundled.string();
+    kind = dir.empty() ? "off" : "model";
+  }
+  if (kind == "off" || f.speculative.max_k == 0) return nullptr;
+  if (kind == "ngram") return make_ngram_drafter();
+  if (dir.empty()) fail("--draft model needs --draft-model DIR");
+  EngineOptions o = f.engine;
+  o.model_dir = dir;
+  o.placement = "";
+  o.cache_gb = 1.0;
+  auto draft = Engine::open(o);
+  if (draft->summary().vocab_size != target.summary().vocab_size)
+    fail("--draft-model {}: its vocabulary ({} tokens) differs from the target's ({}); a draft must share the tokenizer",
+         dir, draft->summary().vocab_size, target.summary().vocab_size);
+  return make_model_drafter(std::move(draft), f.sampler);
+}
 
 std::string read_prompt_text(const RunFlags& f) {
   if (!f.prompt_file.empty()) {
@@ -107,19 +140,31 @@ int run(const RunFlags& f) {
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
   };
-  while (!g_interrupted && static_cast<int64_t>(generated.size()) < f.max_new && !logits.empty()) {
-    const int32_t next = sampler.sample(logits);
-    if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
-    generated.push_back(next);
+  // Emits one token; false once generation is over (stop token, stop string or -n reached).
+  auto take = [&](int32_t token) {
+    if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) return false;
+    generated.push_back(token);
     if (f.ids) {
-      emit((generated.size() > 1 ? " " : "") + std::to_string(next));
+      emit((generated.size() > 1 ? " " : "") + std::to_string(token));
     } else {
-      emit(stops.push(utf8.push(tokenizer->token_bytes(next))));
-      if (stops.stopped()) break;
+      emit(stops.push(utf8.push(tokenizer->token_bytes(token))));
+      if (stops.stopped()) return false;
     }
-    if (static_cast<int64_t>(generated.size()) == f.max_new) break;
-    logits = session->append(std::span<const int32_t>(&next, 1), false);
-    ++report.decode_tokens;
+    return static_cast<int64_t>(generated.size()) < f.max_new;
+  };
+  std::unique_ptr<Drafter> drafter = open_drafter(f, *engine);
+  SpeculativeDecoder decoder(*session, drafter.get(), sampler, engine->summary().vocab_size, f.speculative);
+  std::vector<int32_t> context = prompt;
+  bool going = !g_interrupted && f.max_new > 0 && !logits.empty();
+  if (going) {  // the first token comes from the prefill's logits
+    context.push_back(sampler.sample(logits));
+    going = take(context.back());
+  }
+  while (going && !g_interrupted) {
+    for (int32_t token : decoder.step(context)) {
+      context.push_back(token);
+      if (!(going = take(token))) break;
+    }
   }
   if (!f.ids) {
     emit(stops.push(utf8.finish()));  // sequenced: the held-back tail comes last
@@ -132,6 +177,9 @@ int run(const RunFlags& f) {
   report.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   report.prefill_tokens = static_cast<int64_t>(prompt.size());
   report.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
+  report.decode_tokens = static_cast<int64_t>(decoder.stats().steps);
+  report.speculative = decoder.stats();
+  report.drafter = drafter ? drafter->name() : "off";
   if (f.stats) print_receipt(*engine, report);
   if (!f.stats_json.empty()) write_stats_json(f.stats_json, *engine, report);
   if (!f.record_usage.empty()) write_file_atomically(f.record_usage, engine->usage_json());
@@ -158,6 +206,12 @@ Command register_run(CLI::App& app) {
   sub->add_option("--stop", f->stops, "Stop when the output contains this text (repeatable)");
   sub->add_flag("--ids", f->ids, "Print generated token ids, space-separated, on one line");
   sub->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-sequence or end-of-turn tokens");
+  sub->add_option("--draft", f->draft,
+                  "Speculative drafter: auto (the bundled draft for the bundled model), off, model, ngram")
+      ->capture_default_str();
+  sub->add_option("--draft-model", f->draft_model, "Draft model directory (shares the target's tokenizer)");
+  sub->add_option("--draft-k", f->speculative.max_k, "Most guesses per target pass")->capture_default_str();
+  sub->add_flag("--no-adaptive{false}", f->speculative.adaptive, "Always draft --draft-k guesses (no cost model)");
   sub->add_flag("--stats", f->stats, "Print the receipt to stderr");
   sub->add_option("--stats-json", f->stats_json, "Write the receipt as JSON to this file");
   sub->add_option("--record-usage", f->record_usage,

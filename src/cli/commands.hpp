@@ -11,6 +11,8 @@
 
 #include <deltafin/engine.hpp>
 
+#include "decode/speculative.hpp"
+
 namespace deltafin::cli {
 
 // A registered subcommand: its CLI11 node and the function that runs it once parsed.
@@ -41,6 +43,8 @@ struct RunReport {
   int64_t decode_tokens = 0;         // decode passes (the first generated token comes from prefill)
   EngineStats at_decode_start;        // to separate decode's expert reads from prefill's
   std::vector<int32_t> generated;
+  SpeculativeStats speculative;
+  std::string drafter = "off";
 };
 
 // Prints the --stats receipt to stderr.

@@ -1,6 +1,7 @@
 // The run receipt (--stats, to stderr) and its JSON twin (--stats-json FILE): speed of prefill
 // and decode, expert bytes (decode's separately: the storage cost of a token), cache hits, each
 // drive's bytes and rate while busy, peak memory against the budget, and the ids' hash.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -48,6 +49,21 @@ void print_receipt(const Engine& engine, const RunReport& r) {
                " reads, %" PRIu64 " repeated within a pass; cache hit rate %.1f%%; I/O wait %.3f s\n",
                s.expert_bytes_read / kGB, s.expert_source.c_str(), s.expert_runs, s.expert_selections, s.expert_misses,
                s.repeat_reads_in_pass, lookups ? 100.0 * s.expert_hits / lookups : 0.0, s.io_wait_seconds);
+  const SpeculativeStats& sp = r.speculative;
+  const uint64_t decode_runs = s.expert_runs - r.at_decode_start.expert_runs;
+  const uint64_t decode_passes = s.passes - r.at_decode_start.passes;
+  const int64_t moe_layers = std::max<int64_t>(engine.summary().moe_layers, 1);
+  if (r.drafter != "off") {
+    std::fprintf(stderr, "draft     %s: %" PRIu64 " of %" PRIu64 " guesses accepted (%.1f%%) in %" PRIu64
+                 " verify passes; %.2f tokens per target pass; %" PRIu64 " probes; drafting %.3f s\n",
+                 r.drafter.c_str(), sp.accepted, sp.drafted, sp.drafted ? 100.0 * sp.accepted / sp.drafted : 0.0,
+                 sp.verify_passes, sp.steps ? static_cast<double>(sp.committed) / sp.steps : 0.0, sp.probes,
+                 sp.draft_seconds);
+  }
+  if (decode_passes)
+    std::fprintf(stderr, "union     %.1f experts per MoE layer per decode pass; %.4f GB of experts read per committed token\n",
+                 static_cast<double>(decode_runs) / decode_passes / moe_layers,
+                 sp.committed ? decode_bytes / kGB / sp.committed : 0.0);
   if (s.prefetch_reads)
     std::fprintf(stderr, "prefetch  %" PRIu64 " reads (%.4f GB), %" PRIu64 " used (%.1f%%)\n", s.prefetch_reads,
                  s.prefetch_bytes / kGB, s.prefetch_used, 100.0 * s.prefetch_used / s.prefetch_reads);
@@ -83,13 +99,18 @@ void write_stats_json(const std::string& path, const Engine& engine, const RunRe
       "\"prefetch_bytes\": {}}},\n"
       "  \"memory\": {{\"peak_rss\": {}, \"spine\": {}, \"expert_peak\": {}, \"budget\": {}}},\n"
       "  \"drives\": [{}\n  ],\n"
+      "  \"speculative\": {{\"drafter\": {}, \"steps\": {}, \"verify_passes\": {}, \"drafted\": {}, \"accepted\": {}, "
+      "\"committed\": {}, \"probes\": {}, \"draft_seconds\": {:.6f}, \"decode_expert_runs\": {}, \"moe_layers\": {}}},\n"
       "  \"ids_xxh3\": \"{:016x}\",\n  \"ids\": [{}]\n}}\n",
       json_string(engine.summary().architecture), r.prefill_tokens, r.prefill_seconds,
       r.at_decode_start.expert_bytes_read, r.decode_tokens, r.decode_seconds,
       s.expert_bytes_read - r.at_decode_start.expert_bytes_read, json_string(s.expert_source), s.expert_bytes_read,
       s.expert_misses, s.expert_hits, s.expert_runs, s.expert_selections, s.repeat_reads_in_pass, s.io_wait_seconds,
       s.prefetch_reads, s.prefetch_used, s.prefetch_bytes, peak_rss_bytes(), engine.summary().spine_bytes,
-      s.peak_cache_bytes, s.cache_budget_bytes, drives, ids_hash(r.generated), fmt::join(r.generated, ", "));
+      s.peak_cache_bytes, s.cache_budget_bytes, drives, json_string(r.drafter), r.speculative.steps,
+      r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
+      r.speculative.probes, r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,
+      engine.summary().moe_layers, ids_hash(r.generated), fmt::join(r.generated, ", "));
   write_file_atomically(path, text);
 }
 

@@ -75,7 +75,8 @@ class ModelSession final : public Session {
  public:
   static constexpr size_t kSnapshots = 4;  // recurrent state kept from before the last appends
 
-  ModelSession(typename F::Model& model, int64_t chunk) : model_(model), state_(F::new_state(model)), chunk_(chunk) {}
+  ModelSession(typename F::Model& model, ExpertStore& store, int64_t chunk)
+      : model_(model), store_(store), state_(F::new_state(model)), chunk_(chunk) {}
 
   std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) override {
     const int64_t vocab = F::vocab(model_.config());
@@ -103,6 +104,7 @@ class ModelSession final : public Session {
 
   void rewind(int64_t pos) override {
     if (pos < 0 || pos > position_) fail("cannot rewind to position {} (session is at {})", pos, position_);
+    if (pos < position_) store_.demote_from(pos);  // experts only the dropped positions used
     if constexpr (F::kRecurrent) {
       if (pos == position_) return;
       while (!snapshots_.empty() && snapshots_.back().first > pos) snapshots_.pop_back();
@@ -126,6 +128,7 @@ class ModelSession final : public Session {
 
  private:
   typename F::Model& model_;
+  ExpertStore& store_;
   typename F::State state_;
   int64_t chunk_;
   int64_t position_ = 0;
@@ -149,12 +152,13 @@ class ModelEngine final : public Engine {
     summary_.vocab_size = F::vocab(config_);
     summary_.eos_token_id = F::eos(config_);
     summary_.spine_bytes = model_.spine_bytes();
+    for (int64_t l = 0; l < experts_.layers(); ++l) summary_.moe_layers += experts_.has(l) ? 1 : 0;
     if (o.lookahead) model_.set_lookahead(store_.budget_bytes() / 4);
   }
 
   const ModelSummary& summary() const override { return summary_; }
 
-  std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, options_.chunk); }
+  std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, store_, options_.chunk); }
 
   EngineStats stats() const override {
     const ExpertStoreStats s = store_.stats();

@@ -49,10 +49,14 @@ std::vector<double> Sampler::distribution(const std::vector<float>& logits) cons
 }
 
 int32_t Sampler::sample(const std::vector<float>& logits) {
-  if (options_.temperature <= 0.0f)
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  const std::vector<double> p = distribution(logits);
-  double r = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  if (greedy()) return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  return draw(distribution(logits));
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::draw(const std::vector<double>& p) {
+  double r = uniform();
   int32_t last = 0;
   for (size_t i = 0; i < p.size(); ++i) {
     if (p[i] <= 0.0) continue;

@@ -24,8 +24,14 @@ class Sampler {
   explicit Sampler(const SamplerOptions& options);
   int32_t sample(const std::vector<float>& logits);
 
-  // The distribution sample() draws from (for tests): probabilities over the vocabulary.
+  bool greedy() const { return options_.temperature <= 0.0f; }
+  const SamplerOptions& options() const { return options_; }
+  // The distribution sample() draws from (temperature > 0): probabilities over the vocabulary.
   std::vector<double> distribution(const std::vector<float>& logits) const;
+  // One draw from probabilities p (summing to 1), and one uniform number in [0, 1), from the
+  // seeded generator (speculative verification uses both).
+  int32_t draw(const std::vector<double>& p);
+  double uniform();
 
  private:
   SamplerOptions options_;

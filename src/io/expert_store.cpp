@@ -115,12 +115,20 @@ void ExpertStore::issue_queued() {
   queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(started));
 }
 
-void ExpertStore::request(int64_t layer, std::span<const int32_t> experts) {
+void ExpertStore::begin_pass() {
+  std::lock_guard lock(mutex_);
+  ++pass_;
+  first_position_.clear();
+}
+
+void ExpertStore::request(int64_t layer, std::span<const int32_t> experts, std::span<const int64_t> first_positions) {
   std::lock_guard lock(mutex_);
   current_layer_ = layer;
-  for (int32_t expert : experts) {
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int32_t expert = experts[i];
     ++usage_[layer][expert];
     const Key k = key(layer, expert);
+    if (i < first_positions.size()) first_position_[k] = first_positions[i];
     auto it = entries_.find(k);
     if (it != entries_.end() && it->second.state == State::Failed) {
       entries_.erase(it);
@@ -215,6 +223,15 @@ void ExpertStore::demote(int64_t layer, std::span<const int32_t> experts) {
   std::lock_guard lock(mutex_);
   for (int32_t expert : experts) {
     auto it = entries_.find(key(layer, expert));
+    if (it != entries_.end() && !it->second.wanted) it->second.cold = true;
+  }
+}
+
+void ExpertStore::demote_from(int64_t position) {
+  std::lock_guard lock(mutex_);
+  for (const auto& [k, first] : first_position_) {
+    if (first < position) continue;
+    auto it = entries_.find(k);
     if (it != entries_.end() && !it->second.wanted) it->second.cold = true;
   }
 }

@@ -56,11 +56,15 @@ class ExpertStore {
   ExpertStore(const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader, uint64_t budget_bytes);
   ~ExpertStore();  // waits for reads in flight
 
-  void begin_pass() { ++pass_; }
-  void request(int64_t layer, std::span<const int32_t> experts);
+  void begin_pass();
+  // first_positions[i]: the first (absolute) position of the pass that chose experts[i].
+  void request(int64_t layer, std::span<const int32_t> experts, std::span<const int64_t> first_positions = {});
   void prefetch(int64_t layer, std::span<const int32_t> experts, uint64_t byte_cap);
   ExpertHandle acquire(int64_t layer, int64_t expert);
   void demote(int64_t layer, std::span<const int32_t> experts);
+  // The positions >= `position` of the last pass were rejected: experts no earlier position of that
+  // pass chose go to the cold end.
+  void demote_from(int64_t position);
 
   ExpertStoreStats stats() const;
   uint64_t budget_bytes() const { return budget_; }
@@ -105,6 +109,7 @@ class ExpertStore {
   std::condition_variable changed_;   // a read completed or a pin was released
   std::unordered_map<Key, Entry> entries_;
   std::vector<Key> queued_;           // requested, waiting for room, in request order
+  std::unordered_map<Key, int64_t> first_position_;  // this pass: first position that chose each expert
   std::vector<std::vector<uint64_t>> usage_;
   uint64_t used_bytes_ = 0;           // buffers of Reading and Ready entries
   uint64_t prefetch_in_flight_ = 0;

@@ -124,7 +124,7 @@ RouterSpec K2Model::router_spec() const {
   return {c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor};
 }
 
-void K2Model::moe(int64_t layer, const float* normed, int64_t n, float* out) {
+void K2Model::moe(int64_t layer, const float* normed, int64_t n, int64_t start, float* out) {
   const ModelConfig& c = config_;
   const Layer& L = layers_[layer];
   const int64_t h = c.hidden_size;
@@ -132,7 +132,7 @@ void K2Model::moe(int64_t layer, const float* normed, int64_t n, float* out) {
   backend_.matmul(L.router.view, normed, n, logits.data());
   const RouterSpec router = router_spec();
   const RoutedPlan plan = plan_routed_experts(experts_, layer, router, logits.data(),
-                                              L.router_bias.empty() ? nullptr : L.router_bias.data(), n, stats_);
+                                              L.router_bias.empty() ? nullptr : L.router_bias.data(), n, start, stats_);
   if (lookahead_.active() && layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe) {
     const Layer& next = layers_[layer + 1];
     backend_.matmul(next.router.view, normed, n, logits.data());
@@ -168,7 +168,7 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
     attention(l, cache, normed.data(), n, start, delta.data());
     for (int64_t i = 0; i < n * h; ++i) x[i] += delta[i];
     backend_.rmsnorm(x.data(), L.post_attention_norm.data(), n, h, c.rms_norm_eps, normed.data());
-    if (L.moe) moe(l, normed.data(), n, delta.data());
+    if (L.moe) moe(l, normed.data(), n, start, delta.data());
     else dense_mlp(L.mlp, normed.data(), n, delta.data());
     for (int64_t i = 0; i < n * h; ++i) x[i] += delta[i];
   }

@@ -66,7 +66,7 @@ class K2Model {
 
   void attention(int64_t layer, LatentKvCache& cache, const float* normed, int64_t n, int64_t start, float* out);
   void dense_mlp(const Mlp& mlp, const float* normed, int64_t n, float* out);
-  void moe(int64_t layer, const float* normed, int64_t n, float* out);
+  void moe(int64_t layer, const float* normed, int64_t n, int64_t start, float* out);  // start: first position
   SpineMatrix load(const std::string& name, int64_t rows, int64_t cols);
   RouterSpec router_spec() const;
 

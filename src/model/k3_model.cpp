@@ -219,7 +219,7 @@ void K3Model::mlp(const Mlp& w, const float* x, int64_t n, float* out) {
   backend_.matmul(w.down.view, gate.data(), n, out);
 }
 
-void K3Model::moe(int64_t layer, const float* x, int64_t n, float* out) {
+void K3Model::moe(int64_t layer, const float* x, int64_t n, int64_t start, float* out) {
   const K3Config& c = config_;
   const Moe& w = layers_[layer].moe_weights;
   const int64_t h = c.hidden_size, lat = c.latent_size;
@@ -230,7 +230,7 @@ void K3Model::moe(int64_t layer, const float* x, int64_t n, float* out) {
                           c.renormalize && c.num_experts_per_token > 1, c.routed_scaling_factor};
   const float beta = c.situ_beta, linear_beta = c.situ_linear_beta;
   const RoutedPlan plan = plan_routed_experts(experts_, layer, router, logits.data(),
-                                              w.router_bias.empty() ? nullptr : w.router_bias.data(), n, stats_);
+                                              w.router_bias.empty() ? nullptr : w.router_bias.data(), n, start, stats_);
   if (lookahead_.active() && layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe) {
     const Moe& next = layers_[layer + 1].moe_weights;
     backend_.matmul(next.router.view, x, n, logits.data());
@@ -293,7 +293,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
     // 4. The MLP input: a mix over the snapshots and the running sum; its output extends the sum.
     mix(blocks, partial, L.mlp_res_query.data(), n, mixed.data());
     backend_.rmsnorm(mixed.data(), L.post_attention_norm.data(), n, h, c.rms_norm_eps, normed.data());
-    if (L.moe) moe(l, normed.data(), n, delta.data());
+    if (L.moe) moe(l, normed.data(), n, start, delta.data());
     else mlp(L.dense, normed.data(), n, delta.data());
     for (int64_t i = 0; i < n * h; ++i) partial[i] += delta[i];
     if (observer) observer(l + 1, partial.data(), n);

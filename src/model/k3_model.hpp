@@ -95,7 +95,7 @@ class K3Model {
   void kda(int64_t layer, K3State& state, const float* x, int64_t n, float* out);
   void mla(int64_t layer, K3State& state, const float* x, int64_t n, int64_t start, float* out);
   void mlp(const Mlp& w, const float* x, int64_t n, float* out);
-  void moe(int64_t layer, const float* x, int64_t n, float* out);
+  void moe(int64_t layer, const float* x, int64_t n, int64_t start, float* out);  // start: first position
   void mix(const std::vector<std::vector<float>>& blocks, const std::vector<float>& partial, const float* query,
            int64_t n, float* out);
 

@@ -6,7 +6,7 @@
 namespace deltafin {
 
 RoutedPlan plan_routed_experts(ExpertStore& store, int64_t layer, const RouterSpec& router, const float* router_logits,
-                               const float* bias, int64_t n, PassStats& stats) {
+                               const float* bias, int64_t n, int64_t start, PassStats& stats) {
   const int64_t k = router.top_k;
   std::vector<int32_t> chosen(n * k);
   std::vector<float> weight(n * k);
@@ -19,8 +19,12 @@ RoutedPlan plan_routed_experts(ExpertStore& store, int64_t layer, const RouterSp
   stats.expert_selections += n * k;
   stats.expert_runs += plan.users.size();
   std::vector<int32_t> ids;
-  for (const auto& entry : plan.users) ids.push_back(entry.first);
-  store.request(layer, ids);
+  std::vector<int64_t> first;
+  for (const auto& [expert, uses] : plan.users) {
+    ids.push_back(expert);
+    first.push_back(start + uses.front().first);  // positions are in ascending order
+  }
+  store.request(layer, ids, first);
   return plan;
 }
 

@@ -34,9 +34,9 @@ struct RoutedPlan {
   std::map<int32_t, std::vector<std::pair<int64_t, float>>> users;  // expert -> (position, weight)
 };
 
-// router_logits [n, experts] (fp32), bias [experts] or nullptr.
+// router_logits [n, experts] (fp32), bias [experts] or nullptr; start: the pass's first position.
 RoutedPlan plan_routed_experts(ExpertStore& store, int64_t layer, const RouterSpec& router, const float* router_logits,
-                               const float* bias, int64_t n, PassStats& stats);
+                               const float* bias, int64_t n, int64_t start, PassStats& stats);
 
 // x [n, in] the experts' input; out [n, in] = sum over chosen experts of weight * expert(x).
 void run_routed_experts(Backend& backend, ExpertStore& store, const RoutedPlan& plan, const float* x, int64_t n,

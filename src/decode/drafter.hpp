@@ -1,0 +1,42 @@
+// Drafters guess the tokens that follow the committed sequence; the target checks every guess
+// (decode/speculative.hpp). They never decide a token.
+//   ngram:  prompt lookup: the longest earlier occurrence (2 to 8 tokens) of the sequence's end,
+//           and the tokens that followed it. No model, no I/O.
+//   model:  a small draft model sharing the tokenizer, run by its own Engine/Session held in RAM;
+//           greedy when the target decodes greedily, else it samples from its own distribution
+//           under the same sampling transform and reports that distribution (q) for the
+//           rejection rule.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <deltafin/engine.hpp>
+
+#include "decode/sampler.hpp"
+
+namespace deltafin {
+
+struct Draft {
+  std::vector<int32_t> tokens;          // d1..dk (k may be less than asked, or 0)
+  std::vector<std::vector<double>> q;   // q_i over the vocabulary when sampled; empty: deterministic
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // context: every committed token (prompt and generated), the last one not yet scored by the
+  // target. Returns at most k guesses of the tokens after it.
+  virtual Draft propose(std::span<const int32_t> context, int k) = 0;
+};
+
+std::unique_ptr<Drafter> make_ngram_drafter();
+// `draft` must share the target's vocabulary. sampling: the target's sampling options (the draft
+// uses the same transform, with its own generator).
+std::unique_ptr<Drafter> make_model_drafter(std::unique_ptr<Engine> draft, const SamplerOptions& sampling);
+
+}  // namespace deltafin

@@ -1,0 +1,73 @@
+// Speculative decoding in which the target checks every token. One step:
+//   1. choose k (adaptive: from measured acceptance and pass costs; 0 = a plain step);
+//   2. the drafter guesses d1..dk after the committed context;
+//   3. the target scores [pending, d1..dk] in one pass (k+1 positions, each expert of their union
+//      read and run once; kernels are batch-invariant, so every row equals a one-position pass);
+//   4. verify_drafts: greedy keeps the longest prefix the target's argmax agrees with, plus the
+//      target's own next token; with temperature > 0 the Leviathan/Chen rule (accept d with
+//      probability min(1, p(d)/q(d)), else draw from normalize(max(0, p - q)) and stop), which
+//      keeps the target's distribution exactly;
+//   5. the session rewinds to the last accepted position (KV truncated, recurrent state restored;
+//      experts only the rejected positions used go to the cold end of the cache).
+// Greedy output is byte-identical to plain greedy decoding (tests/test_speculative.cpp).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <deltafin/engine.hpp>
+
+#include "decode/drafter.hpp"
+#include "decode/sampler.hpp"
+
+namespace deltafin {
+
+struct SpeculativeOptions {
+  int max_k = 4;         // --draft-k
+  bool adaptive = true;  // choose k per step; off (k = 0) while it does not pay, probing again later
+};
+
+struct SpeculativeStats {
+  uint64_t steps = 0;          // target passes
+  uint64_t verify_passes = 0;  // passes that checked at least one guess
+  uint64_t drafted = 0, accepted = 0;
+  uint64_t committed = 0;      // tokens committed by steps
+  uint64_t probes = 0;         // steps that tried drafting again while speculation was off
+  double draft_seconds = 0, target_seconds = 0;
+};
+
+// Accepts or rejects the guesses against the target's logits [k+1, vocab] (row i scored after
+// the pending token and d1..di). Returns the committed tokens (1..k+1).
+std::vector<int32_t> verify_drafts(const Draft& draft, std::span<const float> logits, int64_t vocab, Sampler& sampler);
+
+class SpeculativeDecoder {
+ public:
+  static constexpr uint64_t kProbeEvery = 32;  // plain steps between probes while off
+
+  // drafter nullptr: plain decoding (one position per pass).
+  SpeculativeDecoder(Session& target, Drafter* drafter, Sampler& sampler, int64_t vocab, const SpeculativeOptions& o);
+  // context: the committed tokens; the last is pending (sampled, not yet scored: the session holds
+  // all but it). Returns the tokens this step commits; the session then holds all but the last.
+  std::vector<int32_t> step(std::span<const int32_t> context);
+  const SpeculativeStats& stats() const { return stats_; }
+
+ private:
+  int choose_k();
+  double pass_seconds(int positions) const;  // measured, or extrapolated from one position
+  void learn(int positions, double seconds, int drafted, int accepted, double draft_seconds);
+
+  Session& target_;
+  Drafter* drafter_;
+  Sampler& sampler_;
+  int64_t vocab_;
+  SpeculativeOptions options_;
+  SpeculativeStats stats_;
+  double alpha_ = 0.6;                // acceptance per guess (moving average)
+  std::vector<double> pass_seconds_;  // [positions]: moving average, 0 = not measured
+  double draft_token_seconds_ = 0;
+  bool off_ = false;
+  uint64_t since_probe_ = 0;
+};
+
+}  // namespace deltafin

@@ -1,0 +1,222 @@
+// Stage 6: speculative decoding. The target checks every guess, so greedy output with any drafter
+// is byte-identical to plain greedy output (50 prompts per architecture and drafter, including a
+// drafter that is nearly always wrong), and sampled output keeps the target's distribution
+// (chi-square tests of the rejection rule alone and end to end on a tiny model).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include <deltafin/engine.hpp>
+
+#include "decode/drafter.hpp"
+#include "decode/sampler.hpp"
+#include "decode/speculative.hpp"
+#include "test_util.hpp"
+
+using namespace deltafin;
+
+namespace {
+
+// Guesses uniformly random tokens: nearly always rejected, so every step exercises rollback.
+class RandomDrafter final : public Drafter {
+ public:
+  explicit RandomDrafter(int64_t vocab) : vocab_(vocab) {}
+  std::string name() const override { return "random"; }
+  Draft propose(std::span<const int32_t>, int k) override {
+    Draft d;
+    for (int i = 0; i < k; ++i) d.tokens.push_back(static_cast<int32_t>(rng_() % vocab_));
+    return d;
+  }
+
+ private:
+  int64_t vocab_;
+  std::mt19937_64 rng_{7};
+};
+
+std::unique_ptr<Engine> open(const std::string& dir, int threads = 2) {
+  EngineOptions o;
+  o.model_dir = dir;
+  o.threads = threads;
+  o.cache_gb = 0.5;
+  return Engine::open(o);
+}
+
+// 50 prompts of 3-12 ids; every fifth repeats a phrase so that prompt lookup finds matches.
+std::vector<std::vector<int32_t>> prompts(int64_t vocab) {
+  std::mt19937_64 rng(1234);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < 50; ++i) {
+    std::vector<int32_t> p(3 + rng() % 10);
+    for (int32_t& t : p) t = static_cast<int32_t>(1 + rng() % (vocab - 1));
+    if (i % 5 == 0) p.insert(p.end(), p.begin(), p.end());
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Greedy generation of n tokens after `prompt`, through the speculative decoder.
+std::vector<int32_t> generate(Engine& engine, Drafter* drafter, const std::vector<int32_t>& prompt, int n, int k,
+                              SpeculativeStats* stats = nullptr) {
+  auto session = engine.new_session();
+  Sampler sampler(SamplerOptions{});
+  SpeculativeDecoder decoder(*session, drafter, sampler, engine.summary().vocab_size, {k, false});
+  std::vector<int32_t> context = prompt;
+  context.push_back(sampler.sample(session->append(prompt, false)));
+  while (static_cast<int>(context.size() - prompt.size()) < n)
+    for (int32_t t : decoder.step(context)) context.push_back(t);
+  if (stats) *stats = decoder.stats();
+  return std::vector<int32_t>(context.begin() + static_cast<std::ptrdiff_t>(prompt.size()),
+                              context.begin() + static_cast<std::ptrdiff_t>(prompt.size()) + n);
+}
+
+void check_identical(const std::string& target_dir, const std::string& draft_dir) {
+  auto target = open(test::fixture(target_dir));
+  const int64_t vocab = target->summary().vocab_size;
+  auto ngram = make_ngram_drafter();
+  auto model = make_model_drafter(open(test::fixture(draft_dir)), SamplerOptions{});
+  RandomDrafter random(vocab);
+  SpeculativeStats s_ngram, s_model, s_random, total_model{}, total_ngram{}, total_random{};
+  int identical = 0, n = 0;
+  for (const auto& prompt : prompts(vocab)) {
+    const auto plain = generate(*target, nullptr, prompt, 20, 0);
+    const auto a = generate(*target, ngram.get(), prompt, 20, 6, &s_ngram);
+    const auto b = generate(*target, model.get(), prompt, 20, 4, &s_model);
+    const auto c = generate(*target, &random, prompt, 20, 3, &s_random);
+    identical += (a == plain) + (b == plain) + (c == plain);
+    n += 3;
+    total_ngram.drafted += s_ngram.drafted, total_ngram.accepted += s_ngram.accepted;
+    total_model.drafted += s_model.drafted, total_model.accepted += s_model.accepted;
+    total_random.drafted += s_random.drafted, total_random.accepted += s_random.accepted;
+  }
+  INFO(target_dir << " drafted/accepted: ngram " << total_ngram.drafted << "/" << total_ngram.accepted << ", model "
+                  << total_model.drafted << "/" << total_model.accepted << ", random " << total_random.drafted << "/"
+                  << total_random.accepted);
+  CHECK(identical == n);
+  // The drafters really guessed, and both outcomes happened.
+  CHECK(total_ngram.drafted > 0);
+  CHECK(total_model.accepted > 0);
+  if (draft_dir != target_dir) CHECK(total_model.accepted < total_model.drafted);
+  CHECK(total_random.accepted < total_random.drafted);
+}
+
+double chi_square(const std::vector<uint64_t>& counts, const std::vector<double>& p, uint64_t draws) {
+  double chi = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] <= 0) {
+      REQUIRE(counts[i] == 0);  // never drawn where the target puts no mass
+      continue;
+    }
+    const double expected = p[i] * static_cast<double>(draws);
+    chi += (counts[i] - expected) * (counts[i] - expected) / expected;
+  }
+  return chi;
+}
+
+// Upper 0.1% point of chi-square with df degrees of freedom (Wilson-Hilferty).
+double chi_square_limit(int df) {
+  const double z = 3.090, h = 2.0 / (9.0 * df);
+  return df * std::pow(1 - h + z * std::sqrt(h), 3);
+}
+
+}  // namespace
+
+TEST_CASE("speculative greedy = plain greedy on 50 prompts: K2 (bf16, q-LoRA, YaRN)", "[speculative]") {
+  check_identical("k2_tiny", "k3_tiny");  // a draft of another architecture sharing the vocabulary
+}
+
+TEST_CASE("speculative greedy = plain greedy on 50 prompts: DeepSeek-V3 (group-limited routing)", "[speculative]") {
+  check_identical("dsv3_tiny", "dsv3_tiny");  // the target drafting for itself: every guess holds
+}
+
+TEST_CASE("speculative greedy = plain greedy on 50 prompts: Kimi K3 (KDA state restored on rollback)", "[speculative]") {
+  check_identical("k3_tiny_mxfp4", "k2_tiny_int4");
+}
+
+TEST_CASE("speculative greedy = plain greedy on 50 prompts: the bundled model with its bundled draft", "[speculative]") {
+  const std::string models = std::string(DELTAFIN_FIXTURES) + "/../../models/";
+  auto target = open(models + "default");
+  auto ngram = make_ngram_drafter();
+  auto model = make_model_drafter(open(models + "default-draft"), SamplerOptions{});
+  SpeculativeStats s;
+  uint64_t drafted = 0, accepted = 0;
+  int identical = 0;
+  const auto all = prompts(target->summary().vocab_size);
+  for (const auto& prompt : all) {
+    const auto plain = generate(*target, nullptr, prompt, 16, 0);
+    identical += generate(*target, ngram.get(), prompt, 16, 6) == plain;
+    identical += generate(*target, model.get(), prompt, 16, 4, &s) == plain;
+    drafted += s.drafted;
+    accepted += s.accepted;
+  }
+  INFO("bundled draft: " << accepted << " of " << drafted << " guesses accepted");
+  CHECK(identical == 2 * static_cast<int>(all.size()));
+  CHECK(accepted > 0);
+}
+
+TEST_CASE("rejection rule keeps the target distribution (synthetic p and q, chi-square)", "[speculative]") {
+  // Target logits for 6 tokens at temperature 1; the draft's q differs a lot from p.
+  const std::vector<float> logits = {2.0f, 1.0f, 0.5f, 0.0f, -1.0f, 1.5f, /* bonus row */ 0, 0, 0, 0, 0, 0};
+  Sampler sampler(SamplerOptions{1.0f, 0, 1.0f, 0.0f, 42});
+  const std::vector<double> p = sampler.distribution(std::vector<float>(logits.begin(), logits.begin() + 6));
+  const std::vector<double> q = {0.05, 0.05, 0.4, 0.3, 0.1, 0.1};
+  std::mt19937_64 rng(9);
+  std::discrete_distribution<int32_t> draw_q(q.begin(), q.end());
+  for (bool deterministic : {false, true}) {
+    std::vector<uint64_t> counts(6, 0);
+    const uint64_t draws = 200000;
+    for (uint64_t i = 0; i < draws; ++i) {
+      Draft d;
+      if (deterministic) {
+        d.tokens = {static_cast<int32_t>(i % 6)};  // a fixed guess: one-hot q
+      } else {
+        d.tokens = {draw_q(rng)};
+        d.q = {q};
+      }
+      ++counts[verify_drafts(d, logits, 6, sampler).front()];
+    }
+    INFO((deterministic ? "one-hot q" : "sampled q") << ": chi-square " << chi_square(counts, p, draws));
+    CHECK(chi_square(counts, p, draws) < chi_square_limit(5));
+  }
+}
+
+TEST_CASE("sampled speculative decoding draws from the target distribution (k2_tiny, 20,000 draws)", "[speculative]") {
+  auto target = open(test::fixture("k2_tiny"), 1);  // tiny matrices: one thread is fastest
+  const SamplerOptions sampling{1.0f, 8, 1.0f, 0.0f, 5};  // temperature 1, top-k 8: a small vocabulary
+  Sampler sampler(sampling);
+  auto drafter = make_model_drafter(open(test::fixture("k3_tiny"), 1), sampling);
+  auto session = target->new_session();
+  const std::vector<int32_t> prompt = {5, 17, 99, 4};
+  const int64_t vocab = target->summary().vocab_size;
+  session->append(prompt, false);
+  const int32_t pending = 42;
+  const int64_t start = session->position();
+  // The exact distribution of the token after `pending`.
+  const std::vector<double> p = sampler.distribution(session->append(std::vector<int32_t>{pending}, false));
+  session->rewind(start);
+  std::vector<int32_t> context = prompt;
+  context.push_back(pending);
+  SpeculativeDecoder decoder(*session, drafter.get(), sampler, vocab, {2, false});
+  std::vector<uint64_t> counts(vocab, 0);
+  const uint64_t draws = 20000;
+  for (uint64_t i = 0; i < draws; ++i) {
+    ++counts[decoder.step(context).front()];
+    session->rewind(start);
+  }
+  int support = 0;
+  for (double v : p) support += v > 0;
+  const SpeculativeStats& s = decoder.stats();
+  INFO("chi-square " << chi_square(counts, p, draws) << " over " << support << " tokens; draft accepted " << s.accepted
+                     << " of " << s.drafted);
+  CHECK(s.accepted > 0);
+  CHECK(s.accepted < s.drafted);
+  CHECK(chi_square(counts, p, draws) < chi_square_limit(support - 1));
+}
+
+TEST_CASE("prompt lookup proposes what followed the latest earlier match", "[speculative]") {
+  auto ngram = make_ngram_drafter();
+  const std::vector<int32_t> context = {1, 2, 3, 4, 9, 1, 2, 3, 4, 7, 8, 1, 2, 3};
+  CHECK(ngram->propose(context, 3).tokens == std::vector<int32_t>{4, 7, 8});  // the latest "1 2 3" match
+  CHECK(ngram->propose(context, 1).tokens == std::vector<int32_t>{4});
+  CHECK(ngram->propose(std::vector<int32_t>{1, 2, 3, 5}, 4).tokens.empty());  // no earlier match
+}

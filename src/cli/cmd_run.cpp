@@ -116,6 +116,7 @@ int run(const RunFlags& f) {
   if (engine->summary().eos_token_id >= 0) stop_ids.push_back(static_cast<int32_t>(engine->summary().eos_token_id));
   if (f.ignore_eos) stop_ids.clear();
   auto session = engine->new_session();
+  std::unique_ptr<Drafter> drafter = open_drafter(f, *engine);
   g_interrupted = 0;
   std::signal(SIGINT, on_sigint);
 
@@ -152,7 +153,6 @@ int run(const RunFlags& f) {
     }
     return static_cast<int64_t>(generated.size()) < f.max_new;
   };
-  std::unique_ptr<Drafter> drafter = open_drafter(f, *engine);
   SpeculativeDecoder decoder(*session, drafter.get(), sampler, engine->summary().vocab_size, f.speculative);
   std::vector<int32_t> context = prompt;
   bool going = !g_interrupted && f.max_new > 0 && !logits.empty();

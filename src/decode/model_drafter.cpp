@@ -1,6 +1,8 @@
 // Draft-model drafter (see drafter.hpp). Its session caches the context it has seen: each call
 // rewinds to the common prefix with the new context (the accepted guesses stay), feeds what is
-// new, then decodes k guesses one position at a time.
+// new, then decodes k guesses one position at a time. When it has fallen far behind (speculation
+// was off for a while), it starts again from the last kRestart tokens instead of catching up on
+// everything: a guess needs recent context, and guesses never change the output.
 #include <algorithm>
 
 #include "decode/drafter.hpp"
@@ -16,17 +18,27 @@ class ModelDrafter final : public Drafter {
 
   std::string name() const override { return "model (" + engine_->summary().architecture + ")"; }
 
+  static constexpr size_t kMaxCatchUp = 48, kRestart = 32;
+
   Draft propose(std::span<const int32_t> context, int k) override {
     Draft draft;
     if (k <= 0 || context.empty()) return draft;
-    // Keep what the session already holds of this context; feed the rest.
+    // Keep what the session already holds of this context (fed_ = context[base_ ...]); feed the rest.
     size_t common = 0;
-    while (common < fed_.size() && common < context.size() && fed_[common] == context[common]) ++common;
-    if (common == context.size()) --common;  // the last token's logits are needed: feed it again
+    if (base_ <= context.size()) {
+      const auto mine = context.subspan(base_);
+      while (common < fed_.size() && common < mine.size() && fed_[common] == mine[common]) ++common;
+    }
+    if (base_ > context.size() || context.size() - base_ - common > kMaxCatchUp) {
+      base_ = context.size() > kRestart ? context.size() - kRestart : 0;
+      common = 0;
+    }
+    if (base_ + common == context.size()) --common;  // the last token's logits are needed: feed it again
     session_->rewind(static_cast<int64_t>(common));
     fed_.resize(common);
-    std::vector<float> logits = session_->append(context.subspan(common), false);
-    fed_.insert(fed_.end(), context.begin() + static_cast<std::ptrdiff_t>(common), context.end());
+    const auto fresh = context.subspan(base_ + common);
+    std::vector<float> logits = session_->append(fresh, false);
+    fed_.insert(fed_.end(), fresh.begin(), fresh.end());
     for (int i = 0; i < k; ++i) {
       int32_t next;
       if (sampler_.greedy()) {
@@ -52,7 +64,8 @@ class ModelDrafter final : public Drafter {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Session> session_;
   Sampler sampler_;
-  std::vector<int32_t> fed_;  // tokens the session holds
+  std::vector<int32_t> fed_;  // tokens the session holds: context[base_ ...]
+  size_t base_ = 0;
 };
 
 }  // namespace

@@ -60,36 +60,46 @@ SpeculativeDecoder::SpeculativeDecoder(Session& target, Drafter* drafter, Sample
       pass_seconds_(static_cast<size_t>(std::max(o.max_k, 0)) + 2, 0.0) {}
 
 double SpeculativeDecoder::pass_seconds(int positions) const {
-  if (pass_seconds_[positions] > 0) return pass_seconds_[positions];
-  // Not measured yet: extrapolate from the nearest measured smaller pass, each extra position
-  // costing a third of a one-position pass (the union of experts grows almost linearly).
-  for (int n = positions - 1; n >= 1; --n) {
-    if (pass_seconds_[n] <= 0) continue;
-    const double per_position = (pass_seconds_[1] > 0 ? pass_seconds_[1] : pass_seconds_[n]) / 3.0;
-    return pass_seconds_[n] + (positions - n) * per_position;
-  }
-  return 0;
+  // t(n) = t(1) + (n - 1) * slope, the slope averaged over every measured wider pass (before any:
+  // a third of a plain step per extra position), so one measurement informs every width.
+  const double t1 = pass_seconds_[1];
+  double slope = 0;
+  int measured = 0;
+  for (size_t n = 2; n < pass_seconds_.size(); ++n)
+    if (pass_seconds_[n] > 0) slope += (pass_seconds_[n] - t1) / static_cast<double>(n - 1), ++measured;
+  slope = measured ? std::max(0.0, slope / measured) : t1 / 3.0;
+  return t1 + (positions - 1) * slope;
 }
 
 int SpeculativeDecoder::choose_k() {
   if (!drafter_ || options_.max_k <= 0) return 0;
   if (!options_.adaptive) return options_.max_k;
-  if (off_) {
-    if (++since_probe_ < kProbeEvery) return 0;
-    since_probe_ = 0;
-    ++stats_.probes;
-    return 1;
+  if (off_ && ++since_probe_ < probe_every_) return 0;
+  if (!off_ && (pass_seconds_[1] <= 0 || ++since_plain_ >= kPlainEvery)) {  // keep a plain step's cost current
+    since_plain_ = 0;
+    return 0;
   }
-  if (pass_seconds_[1] <= 0) return pass_seconds_[2] <= 0 ? 1 : 0;  // measure both ends first
   // Tokens per second with k guesses: E(k) = sum_{i<=k} alpha^i tokens for one pass of k+1
-  // positions plus k draft steps.
+  // positions plus k draft steps; k = 0 is a plain step.
   int best = 0;
   double best_rate = 1.0 / pass_seconds_[1];
   double expected = 1.0;
+  const double alpha = acceptance();
   for (int k = 1; k <= options_.max_k; ++k) {
-    expected += std::pow(alpha_, k);
+    expected += std::pow(alpha, k);
     const double rate = expected / (pass_seconds(k + 1) + k * draft_token_seconds_);
     if (rate > best_rate) best = k, best_rate = rate;
+  }
+  if (off_) {  // probing: guess once more to refresh the estimates; back on only if they say it pays
+    since_probe_ = 0;
+    ++stats_.probes;
+    if (best > 0) {
+      off_ = false;
+      probe_every_ = kFirstProbe;
+      return best;
+    }
+    probe_every_ = std::min(2 * probe_every_, kLastProbe);  // a failing probe waits longer next time
+    return 1;
   }
   if (best == 0) {
     off_ = true;
@@ -102,11 +112,18 @@ void SpeculativeDecoder::learn(int positions, double seconds, int drafted, int a
   double& t = pass_seconds_[positions];
   t = t > 0 ? (1 - kAverage) * t + kAverage * seconds : seconds;
   if (drafted > 0) {
-    for (int i = 0; i < drafted; ++i) alpha_ = (1 - kAverage) * alpha_ + kAverage * (i < accepted ? 1.0 : 0.0);
+    for (int i = 0; i < drafted; ++i) {
+      outcomes_.push_back(i < accepted);
+      if (outcomes_.size() > kWindow) outcomes_.pop_front();
+    }
     const double per_token = draft_seconds / drafted;
     draft_token_seconds_ = draft_token_seconds_ > 0 ? (1 - kAverage) * draft_token_seconds_ + kAverage * per_token : per_token;
-    if (off_ && accepted == drafted) off_ = false;  // a probe that fully paid: try again
   }
+}
+
+double SpeculativeDecoder::acceptance() const {
+  const auto accepted = std::count(outcomes_.begin(), outcomes_.end(), true);
+  return (static_cast<double>(accepted) + 1) / (static_cast<double>(outcomes_.size()) + 2);
 }
 
 std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) {

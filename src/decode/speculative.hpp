@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -43,7 +44,9 @@ std::vector<int32_t> verify_drafts(const Draft& draft, std::span<const float> lo
 
 class SpeculativeDecoder {
  public:
-  static constexpr uint64_t kProbeEvery = 32;  // plain steps between probes while off
+  static constexpr uint64_t kFirstProbe = 16, kLastProbe = 512;  // plain steps between probes while off (doubling)
+  static constexpr size_t kWindow = 32;                             // guesses the acceptance estimate remembers
+  static constexpr uint64_t kPlainEvery = 16;  // while speculating, one plain step this often keeps its cost current
 
   // drafter nullptr: plain decoding (one position per pass).
   SpeculativeDecoder(Session& target, Drafter* drafter, Sampler& sampler, int64_t vocab, const SpeculativeOptions& o);
@@ -54,7 +57,7 @@ class SpeculativeDecoder {
 
  private:
   int choose_k();
-  double pass_seconds(int positions) const;  // measured, or extrapolated from one position
+  double pass_seconds(int positions) const;  // linear model fitted to the measured passes
   void learn(int positions, double seconds, int drafted, int accepted, double draft_seconds);
 
   Session& target_;
@@ -63,11 +66,14 @@ class SpeculativeDecoder {
   int64_t vocab_;
   SpeculativeOptions options_;
   SpeculativeStats stats_;
-  double alpha_ = 0.6;                // acceptance per guess (moving average)
+  std::deque<bool> outcomes_;         // the last kWindow guesses: accepted or not
   std::vector<double> pass_seconds_;  // [positions]: moving average, 0 = not measured
   double draft_token_seconds_ = 0;
   bool off_ = false;
   uint64_t since_probe_ = 0;
+  uint64_t probe_every_ = kFirstProbe;
+  uint64_t since_plain_ = 0;
+  double acceptance() const;  // per guess, (accepted + 1) / (guesses + 2) over the window
 };
 
 }  // namespace deltafin

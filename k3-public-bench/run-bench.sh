@@ -86,7 +86,7 @@ for arm in "${arms[@]}"; do
     while read -r file; do
       grep -q "^$file " "$work/ceilings.txt" && continue
       dir=$(dirname "$file")
-      measured=$(grep "^$dir/" "$work/ceilings.txt" | head -1 | cut -d' ' -f2)  # one fio run per drive
+      measured=$( (grep "^$dir/" "$work/ceilings.txt" || true) | head -1 | cut -d' ' -f2)  # one fio run per drive
       if [ -z "$measured" ]; then
         line=$($prefix "$root/k3-public-bench/fio-ceiling.sh" "$file" 1048576 8 10 2>/dev/null)
         measured=$(echo "${line#ceiling_gbps=}" | cut -d' ' -f1)

@@ -3,7 +3,9 @@
 #   - the bundled model (models/default, in RAM) with its bundled draft and with prompt lookup,
 #     on code prompts (where drafts are accepted) and on random-token prompts (where they are not);
 #   - the synthetic K3-shaped model of run-bench.sh, storage-bound on one drive throttled to
-#     --read-mbps, with prompt lookup, on a repetitive and a random prompt.
+#     --read-mbps, with prompt lookup on a repetitive and a random prompt (its random weights
+#     never repeat themselves, so lookup never fires), and with scripted drafts of controlled
+#     acceptance (1.0, 0.7, 0.0; k = 1, 2, 4 and adaptive: build/spec_storage_bench).
 # Every arm generates the same ids as the plain arm (checked). Median of --repeat interleaved runs.
 #   k3-public-bench/run-spec-bench.sh [--tokens 256] [--storage-tokens 32] [--repeat 5] [--read-mbps 150]
 #                                     [--no-storage] [--out DIR]
@@ -75,4 +77,9 @@ for ((r = 0; r < repeat; r++)); do
   done
   echo "  round $r done"
 done
+if [ "$storage" = 1 ]; then
+  echo "== scripted drafts on the storage-bound model"
+  "$root/scripts/drives.sh" exec "$root/build/spec_storage_bench" "$model" "$work/spec/drive1.json" 0.5 "$storage_tokens" \
+    | tee "$work/spec/scripted.jsonl"
+fi
 python3 "$root/k3-public-bench/summarize_spec_bench.py" "$work/spec" "$out" "$tokens (k3synth: $storage_tokens)"

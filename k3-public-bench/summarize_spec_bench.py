@@ -16,8 +16,10 @@ import sys
 
 work, out, tokens = sys.argv[1:4]
 runs = collections.defaultdict(list)
-for path in glob.glob(os.path.join(work, "*.json")):
-    runs[re.sub(r"\.\d+\.json$", "", os.path.basename(path))].append(json.load(open(path)))
+for path in glob.glob(os.path.join(work, "*.*.json")):
+    m = re.match(r"(.+)\.\d+\.json$", os.path.basename(path))
+    if m:
+        runs[m.group(1)].append(json.load(open(path)))
 
 
 def tok_s(r):
@@ -68,5 +70,19 @@ for (model, kind, mode), rs in groups.items():
               f"| {statistics.mean(r['accept'] for r in rs):.2f} | {statistics.mean(r['per_pass'] for r in rs):.2f} "
               f"| {statistics.mean(r['union'] for r in rs):.1f} | {statistics.mean(r['bytes_per_token'] for r in rs) / 1e6:.2f} "
               f"| {'yes' if all(r['same'] for r in rs) else 'NO'} |")
+scripted = os.path.join(work, "scripted.jsonl")
+if os.path.exists(scripted):
+    arms = [json.loads(line) for line in open(scripted) if line.startswith("{")]
+    md += ["", "## Storage-bound, drafts of controlled acceptance", "",
+           "k3synth on one throttled drive, --cache-gb 0.5, cold cache per arm (k3-public-bench/spec_storage_bench.cpp): "
+           "a scripted drafter proposes the target's own greedy continuation, each guess replaced by a wrong token with "
+           "probability 1 - accept. Expert MB per token = expert bytes read during decode / committed tokens.", "",
+           "| arm | accept | k | decode tok/s | speed-up | guesses accepted | tokens per pass | experts per pass (all layers) | expert MB per token | ids = plain |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for a in arms:
+        got = a["accepted"] / a["drafted"] if a["drafted"] else 0.0
+        md.append(f"| {a['arm']} | {a['accept']:.1f} | {a['k']} | {a['tok_s']:.3f} | {a['tok_s'] / a['plain_tok_s']:.3f}x "
+                  f"| {got:.2f} | {a['committed'] / a['steps']:.2f} | {a['experts_per_pass']:.1f} "
+                  f"| {a['bytes_per_token'] / 1e6:.1f} | {'yes' if a['same_ids'] else 'NO'} |")
 open(os.path.join(out, "results.md"), "w").write("\n".join(md) + "\n")
 print("\n".join(md))

@@ -18,7 +18,7 @@ class ModelDrafter final : public Drafter {
 
   std::string name() const override { return "model (" + engine_->summary().architecture + ")"; }
 
-  static constexpr size_t kMaxCatchUp = 48, kRestart = 32;
+  static constexpr size_t kMaxCatchUp = 32, kRestart = 16;
 
   Draft propose(std::span<const int32_t> context, int k) override {
     Draft draft;

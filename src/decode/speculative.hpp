@@ -44,7 +44,7 @@ std::vector<int32_t> verify_drafts(const Draft& draft, std::span<const float> lo
 
 class SpeculativeDecoder {
  public:
-  static constexpr uint64_t kFirstProbe = 16, kLastProbe = 512;  // plain steps between probes while off (doubling)
+  static constexpr uint64_t kFirstProbe = 32, kLastProbe = 512;  // plain steps between probes while off (doubling)
   static constexpr size_t kWindow = 32;                             // guesses the acceptance estimate remembers
   static constexpr uint64_t kPlainEvery = 16;  // while speculating, one plain step this often keeps its cost current
 

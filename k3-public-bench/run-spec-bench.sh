@@ -48,17 +48,17 @@ done
 
 if [ "$storage" = 1 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "run-spec-bench.sh: the storage arms need root (--no-storage skips them)" >&2; exit 1; }
-  model=$work/k3-synthetic
-  [ -f "$model/model.safetensors.index.json" ] || /usr/bin/python3 "$root/tools/make_synthetic_k3.py" "$model" --preset bench --force
+  synth=$work/k3-synthetic
+  [ -f "$synth/model.safetensors.index.json" ] || /usr/bin/python3 "$root/tools/make_synthetic_k3.py" "$synth" --preset bench --force
   "$root/scripts/drives.sh" down >/dev/null 2>&1 || true
   "$root/scripts/drives.sh" up 1 --size-gb 4 --read-mbps "$mbps"
   trap '"$root/scripts/drives.sh" down >/dev/null 2>&1 || true' EXIT
-  "$bin" place -m "$model" --drive /mnt/deltafin-drive0 --out "$work/spec/drive1.json"
+  "$bin" place -m "$synth" --drive /mnt/deltafin-drive0 --out "$work/spec/drive1.json"
   repeated=$(python3 -c "print(','.join(str(x) for x in list(range(100, 112)) * 3))")
   random=$(python3 -c "import random; random.seed(9); print(','.join(str(random.randrange(4, 16000)) for _ in range(36)))")
   for mode in "off|--draft off" "ngram|--draft ngram --draft-k 8"; do
-    arms+=("k3synth-repeat-${mode%%|*}|$model|--tokens $repeated|${mode#*|} --placement $work/spec/drive1.json --cache-gb 0.5|$root/scripts/drives.sh exec")
-    arms+=("k3synth-random-${mode%%|*}|$model|--tokens $random|${mode#*|} --placement $work/spec/drive1.json --cache-gb 0.5|$root/scripts/drives.sh exec")
+    arms+=("k3synth-repeat-${mode%%|*}|$synth|--tokens $repeated|${mode#*|} --placement $work/spec/drive1.json --cache-gb 0.5|$root/scripts/drives.sh exec")
+    arms+=("k3synth-random-${mode%%|*}|$synth|--tokens $random|${mode#*|} --placement $work/spec/drive1.json --cache-gb 0.5|$root/scripts/drives.sh exec")
   done
 fi
 
@@ -79,7 +79,7 @@ for ((r = 0; r < repeat; r++)); do
 done
 if [ "$storage" = 1 ]; then
   echo "== scripted drafts on the storage-bound model"
-  "$root/scripts/drives.sh" exec "$root/build/spec_storage_bench" "$model" "$work/spec/drive1.json" 0.5 "$storage_tokens" \
+  "$root/scripts/drives.sh" exec "$root/build/spec_storage_bench" "$synth" "$work/spec/drive1.json" 0.5 "$storage_tokens" \
     | tee "$work/spec/scripted.jsonl"
 fi
 python3 "$root/k3-public-bench/summarize_spec_bench.py" "$work/spec" "$out" "$tokens (k3synth: $storage_tokens)"

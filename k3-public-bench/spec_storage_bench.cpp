@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <random>
 #include <string>
 
@@ -70,7 +71,7 @@ Result generate(const EngineOptions& o, const std::vector<int32_t>& prompt, int 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   if (argc != 5) {
     std::fprintf(stderr, "usage: spec_storage_bench MODEL PLACEMENT CACHE_GB TOKENS\n");
     return 2;
@@ -109,4 +110,13 @@ int main(int argc, char** argv) {
     report("adaptive", accept, 4, true, generate(o, prompt, tokens, &drafter, {4, true}));
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spec_storage_bench: %s\n", e.what());
+    return 1;
+  }
 }

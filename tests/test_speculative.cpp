@@ -57,10 +57,10 @@ std::vector<std::vector<int32_t>> prompts(int64_t vocab) {
 
 // Greedy generation of n tokens after `prompt`, through the speculative decoder.
 std::vector<int32_t> generate(Engine& engine, Drafter* drafter, const std::vector<int32_t>& prompt, int n, int k,
-                              SpeculativeStats* stats = nullptr) {
+                              SpeculativeStats* stats = nullptr, bool adaptive = false) {
   auto session = engine.new_session();
   Sampler sampler(SamplerOptions{});
-  SpeculativeDecoder decoder(*session, drafter, sampler, engine.summary().vocab_size, {k, false});
+  SpeculativeDecoder decoder(*session, drafter, sampler, engine.summary().vocab_size, {k, adaptive});
   std::vector<int32_t> context = prompt;
   context.push_back(sampler.sample(session->append(prompt, false)));
   while (static_cast<int>(context.size() - prompt.size()) < n)
@@ -146,11 +146,12 @@ TEST_CASE("speculative greedy = plain greedy on 50 prompts: the bundled model wi
     const auto plain = generate(*target, nullptr, prompt, 16, 0);
     identical += generate(*target, ngram.get(), prompt, 16, 6) == plain;
     identical += generate(*target, model.get(), prompt, 16, 4, &s) == plain;
+    identical += generate(*target, ngram.get(), prompt, 16, 4, nullptr, true) == plain;  // adaptive k
     drafted += s.drafted;
     accepted += s.accepted;
   }
   INFO("bundled draft: " << accepted << " of " << drafted << " guesses accepted");
-  CHECK(identical == 2 * static_cast<int>(all.size()));
+  CHECK(identical == 3 * static_cast<int>(all.size()));
   CHECK(accepted > 0);
 }
 

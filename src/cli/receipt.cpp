@@ -55,9 +55,9 @@ void print_receipt(const Engine& engine, const RunReport& r) {
   const int64_t moe_layers = std::max<int64_t>(engine.summary().moe_layers, 1);
   if (r.drafter != "off") {
     std::fprintf(stderr, "draft     %s: %" PRIu64 " of %" PRIu64 " guesses accepted (%.1f%%) in %" PRIu64
-                 " verify passes; %.2f tokens per target pass; %" PRIu64 " probes; drafting %.3f s\n",
+                 " verify passes; %.2f tokens per target pass; %" PRIu64 " shadow guesses; drafting %.3f s\n",
                  r.drafter.c_str(), sp.accepted, sp.drafted, sp.drafted ? 100.0 * sp.accepted / sp.drafted : 0.0,
-                 sp.verify_passes, sp.steps ? static_cast<double>(sp.committed) / sp.steps : 0.0, sp.probes,
+                 sp.verify_passes, sp.steps ? static_cast<double>(sp.committed) / sp.steps : 0.0, sp.shadow_guesses,
                  sp.draft_seconds);
   }
   if (decode_passes)

@@ -72,11 +72,20 @@ double SpeculativeDecoder::pass_seconds(int positions) const {
 }
 
 int SpeculativeDecoder::choose_k() {
+  shadow_ = false;
   if (!drafter_ || options_.max_k <= 0) return 0;
   if (!options_.adaptive) return options_.max_k;
-  if (off_ && ++since_probe_ < probe_every_) return 0;
-  if (!off_ && (pass_seconds_[1] <= 0 || ++since_plain_ >= kPlainEvery)) {  // keep a plain step's cost current
+  if (off_) {
+    if (++since_probe_ < probe_every_) return 0;
+    since_probe_ = 0;
+    ++stats_.probes;
+  }
+  // Plain steps that learn first (and, while speculating, keep t(1) current): the drafter guesses
+  // alongside ("shadow" guesses, checked against the token the target commits), which measures
+  // acceptance without spending target reads on guesses.
+  if (pass_seconds_[1] <= 0 || outcomes_.size() < kMinOutcomes || (!off_ && ++since_plain_ >= kPlainEvery)) {
     since_plain_ = 0;
+    shadow_ = true;
     return 0;
   }
   // Tokens per second with k guesses: E(k) = sum_{i<=k} alpha^i tokens for one pass of k+1
@@ -90,21 +99,16 @@ int SpeculativeDecoder::choose_k() {
     const double rate = expected / (pass_seconds(k + 1) + k * draft_token_seconds_);
     if (rate > best_rate) best = k, best_rate = rate;
   }
-  if (off_) {  // probing: guess once more to refresh the estimates; back on only if they say it pays
-    since_probe_ = 0;
-    ++stats_.probes;
-    if (best > 0) {
-      off_ = false;
-      probe_every_ = kFirstProbe;
-      return best;
-    }
-    probe_every_ = std::min(2 * probe_every_, kLastProbe);  // a failing probe waits longer next time
-    return 1;
-  }
+  // A width never measured is only tried when guesses have mostly been right.
+  if (best > 0 && pass_seconds_[best + 1] <= 0 && alpha < kExploreAcceptance) best = 0;
   if (best == 0) {
+    if (off_) probe_every_ = std::min(2 * probe_every_, kLastProbe);  // still not paying: wait longer
     off_ = true;
-    since_probe_ = 0;
+    shadow_ = true;
+    return 0;
   }
+  off_ = false;
+  probe_every_ = kFirstProbe;
   return best;
 }
 
@@ -112,13 +116,15 @@ void SpeculativeDecoder::learn(int positions, double seconds, int drafted, int a
   double& t = pass_seconds_[positions];
   t = t > 0 ? (1 - kAverage) * t + kAverage * seconds : seconds;
   if (drafted > 0) {
-    for (int i = 0; i < drafted; ++i) {
-      outcomes_.push_back(i < accepted);
-      if (outcomes_.size() > kWindow) outcomes_.pop_front();
-    }
+    for (int i = 0; i < drafted; ++i) observe(i < accepted);
     const double per_token = draft_seconds / drafted;
     draft_token_seconds_ = draft_token_seconds_ > 0 ? (1 - kAverage) * draft_token_seconds_ + kAverage * per_token : per_token;
   }
+}
+
+void SpeculativeDecoder::observe(bool accepted) {
+  outcomes_.push_back(accepted);
+  if (outcomes_.size() > kWindow) outcomes_.pop_front();
 }
 
 double SpeculativeDecoder::acceptance() const {
@@ -130,11 +136,16 @@ std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) 
   const int k = choose_k();
   Draft draft;
   double draft_seconds = 0;
-  if (k > 0) {
+  int32_t shadow = -1;  // a guess checked against the committed token, not verified in the pass
+  if (k > 0 || shadow_) {
     const auto t0 = Clock::now();
-    draft = drafter_->propose(context, k);
+    draft = drafter_->propose(context, std::max(k, 1));
     draft_seconds = since(t0);
     stats_.draft_seconds += draft_seconds;
+    if (k == 0) {
+      if (!draft.tokens.empty()) shadow = draft.tokens.front();
+      draft = Draft{};
+    }
   }
   const int64_t start = target_.position();
   std::vector<int32_t> pass{context.back()};
@@ -155,6 +166,10 @@ std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) 
     stats_.accepted += accepted;
   }
   learn(static_cast<int>(pass.size()), seconds, static_cast<int>(draft.tokens.size()), accepted, draft_seconds);
+  if (shadow >= 0) {
+    observe(committed.front() == shadow);
+    ++stats_.shadow_guesses;
+  }
   return committed;
 }
 

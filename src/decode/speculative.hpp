@@ -1,5 +1,7 @@
 // Speculative decoding in which the target checks every token. One step:
-//   1. choose k (adaptive: from measured acceptance and pass costs; 0 = a plain step);
+//   1. choose k (adaptive: from measured acceptance and pass costs; 0 = a plain step, during which
+//      the drafter may still guess "in the shadow": its guess is compared with the committed token,
+//      which measures acceptance without spending target reads on it);
 //   2. the drafter guesses d1..dk after the committed context;
 //   3. the target scores [pending, d1..dk] in one pass (k+1 positions, each expert of their union
 //      read and run once; kernels are batch-invariant, so every row equals a one-position pass);
@@ -34,7 +36,8 @@ struct SpeculativeStats {
   uint64_t verify_passes = 0;  // passes that checked at least one guess
   uint64_t drafted = 0, accepted = 0;
   uint64_t committed = 0;      // tokens committed by steps
-  uint64_t probes = 0;         // steps that tried drafting again while speculation was off
+  uint64_t probes = 0;         // re-evaluations while speculation was off
+  uint64_t shadow_guesses = 0; // guesses checked against the committed token instead of verified
   double draft_seconds = 0, target_seconds = 0;
 };
 
@@ -47,6 +50,8 @@ class SpeculativeDecoder {
   static constexpr uint64_t kFirstProbe = 32, kLastProbe = 512;  // plain steps between probes while off (doubling)
   static constexpr size_t kWindow = 32;                             // guesses the acceptance estimate remembers
   static constexpr uint64_t kPlainEvery = 16;  // while speculating, one plain step this often keeps its cost current
+  static constexpr size_t kMinOutcomes = 3;    // guesses seen before speculating at all
+  static constexpr double kExploreAcceptance = 0.5;
 
   // drafter nullptr: plain decoding (one position per pass).
   SpeculativeDecoder(Session& target, Drafter* drafter, Sampler& sampler, int64_t vocab, const SpeculativeOptions& o);
@@ -74,6 +79,8 @@ class SpeculativeDecoder {
   uint64_t probe_every_ = kFirstProbe;
   uint64_t since_plain_ = 0;
   double acceptance() const;  // per guess, (accepted + 1) / (guesses + 2) over the window
+  void observe(bool accepted);
+  bool shadow_ = false;       // this step: a plain step with a shadow guess
 };
 
 }  // namespace deltafin

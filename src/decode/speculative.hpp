@@ -51,7 +51,7 @@ class SpeculativeDecoder {
   static constexpr size_t kWindow = 32;                             // guesses the acceptance estimate remembers
   static constexpr uint64_t kPlainEvery = 16;  // while speculating, one plain step this often keeps its cost current
   static constexpr size_t kMinOutcomes = 3;    // guesses seen before speculating at all
-  static constexpr double kExploreAcceptance = 0.5;
+  static constexpr double kExploreAcceptance = 0.7;
 
   // drafter nullptr: plain decoding (one position per pass).
   SpeculativeDecoder(Session& target, Drafter* drafter, Sampler& sampler, int64_t vocab, const SpeculativeOptions& o);

@@ -206,10 +206,6 @@ void WeightIndex::read(const TensorRef& t, void* dst) const {
   shards_[t.shard].file->read_exact(dst, t.info->nbytes, t.info->offset);
 }
 
-void WeightIndex::read_uncached(const TensorRef& t, void* dst) const {
-  shards_[t.shard].file->read_uncached(dst, t.info->nbytes, t.info->offset);
-}
-
 std::vector<TensorRef> WeightIndex::all_tensors() const {
   std::vector<TensorRef> out;
   out.reserve(tensors_.size());

@@ -55,9 +55,8 @@ class WeightIndex {
   // A float tensor (F32, BF16 or F16) whose shape is one of `shapes`; throws otherwise.
   TensorRef floats(const std::string& name, const std::vector<std::vector<int64_t>>& shapes) const;
 
-  // Reads a tensor's bytes into dst (nbytes of it); read_uncached bypasses the page cache.
+  // Reads a tensor's bytes into dst (nbytes of it). Expert reads go through ExpertReader instead.
   void read(const TensorRef& t, void* dst) const;
-  void read_uncached(const TensorRef& t, void* dst) const;
   const std::string& shard_path(int shard) const { return shards_[shard].file->path(); }
   const ReadOnlyFile& shard_file(int shard) const { return *shards_[shard].file; }
 

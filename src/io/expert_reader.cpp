@@ -145,6 +145,10 @@ void ExpertReader::read(int64_t layer, int64_t expert, std::byte* dst, bool urge
   read->loc = &at(layer, expert);
   read->dst = dst;
   read->done = std::move(done);
+  issue_record(read, {});
+}
+
+void ExpertReader::issue_record(const std::shared_ptr<Read>& read, const std::vector<int>& excluded) {
   // Pieces: placed records split at piece_bytes; shard tensors are read whole.
   std::vector<std::tuple<size_t, uint64_t, uint64_t>> pieces;  // (extent, begin, length)
   for (size_t x = 0; x < read->loc->extents.size(); ++x) {
@@ -154,7 +158,7 @@ void ExpertReader::read(int64_t layer, int64_t expert, std::byte* dst, bool urge
       pieces.emplace_back(x, begin, std::min(step, extent.length - begin));
   }
   read->remaining = static_cast<int>(pieces.size());
-  for (const auto& [x, begin, length] : pieces) issue_piece(read, x, begin, length, {});
+  for (const auto& [x, begin, length] : pieces) issue_piece(read, x, begin, length, excluded);
 }
 
 void ExpertReader::issue_piece(const std::shared_ptr<Read>& read, size_t x, uint64_t begin, uint64_t length,
@@ -217,12 +221,7 @@ void ExpertReader::finish(const std::shared_ptr<Read>& read) {
         if (h.drive != holders[next].drive) others.push_back(h.drive);
       spdlog::warn("{}: checksum mismatch, reading it again from drive {} ({})", expert_name(read->layer, read->expert),
                    holders[next].drive, drives_[holders[next].drive]->name());
-      const Extent& extent = loc.extents.front();
-      const uint64_t step = std::max<uint64_t>(options_.piece_bytes, 4096);
-      std::vector<std::pair<uint64_t, uint64_t>> pieces;
-      for (uint64_t begin = 0; begin < extent.length; begin += step) pieces.emplace_back(begin, std::min(step, extent.length - begin));
-      read->remaining = static_cast<int>(pieces.size());
-      for (const auto& [begin, length] : pieces) issue_piece(read, 0, begin, length, others);
+      issue_record(read, others);
       return;
     }
     const Holder& h = holders.front();

@@ -74,6 +74,8 @@ class ExpertReader {
 
   ExpertReader(const ExpertTable& experts, const ReaderOptions& options) : experts_(experts), options_(options) {}
   const Location& at(int64_t layer, int64_t expert) const;
+  // Issues every piece of the record, avoiding the `excluded` drives.
+  void issue_record(const std::shared_ptr<Read>& read, const std::vector<int>& excluded);
   void issue_piece(const std::shared_ptr<Read>& read, size_t extent, uint64_t begin, uint64_t length,
                    std::vector<int> tried, std::exception_ptr last_error = nullptr);
   void finish(const std::shared_ptr<Read>& read);

@@ -14,6 +14,8 @@
 
 namespace fs = std::filesystem;
 using deltafin::test::run_deltafin;
+namespace test = deltafin::test;
+namespace cpu = deltafin::cpu;
 
 namespace {
 
@@ -126,4 +128,25 @@ TEST_CASE("Ctrl-C stops generation cleanly and still prints the receipt", "[cli-
   CHECK(log.find("interrupted") != std::string::npos);
   CHECK(log.find("ids hash") != std::string::npos);
   fs::remove(err);
+}
+
+TEST_CASE("the version line names the SIMD target; DELTAFIN_SIMD forces one and refuses unknown names", "[cli-text]") {
+  const std::string binary = DELTAFIN_BINARY;
+  const auto plain = test::run_command("env -u DELTAFIN_SIMD " + binary + " --version");
+  CHECK(plain.exit_code == 0);
+  const std::string best = cpu::simd_available().front();
+  std::string all;
+  for (const std::string& t : cpu::simd_available()) all += (all.empty() ? std::string() : std::string(" ")) + t;
+  CHECK(plain.output.find("simd: " + best + " (available: " + all + ")\n") != std::string::npos);
+  for (const std::string& t : cpu::simd_available()) {
+    const auto forced = test::run_command("DELTAFIN_SIMD=" + t + " " + binary + " --version");
+    CHECK(forced.output.find("simd: " + t + " (available: ") != std::string::npos);
+  }
+  for (const char* bad : {"AVX9", "avx2", "NEON_FAKE"}) {
+    const auto r = test::run_command(std::string("DELTAFIN_SIMD=") + bad + " " + binary + " run -p hi -n 1");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output == std::string("deltafin: DELTAFIN_SIMD=") + bad +
+                          ": not a SIMD target this build runs on this CPU (available: " + all + ")\n");
+  }
 }

@@ -21,27 +21,29 @@ const std::string kModel = std::string(DELTAFIN_FIXTURES) + "/../../models/defau
 }  // namespace
 
 TEST_CASE("the bundled model: tokenizer, logits and greedy continuation match transformers", "[golden]") {
-  simdjson::dom::parser parser;
-  const simdjson::dom::element golden = parser.load(kModel + "/golden/golden.json");
-  const test::Golden g = test::read_golden(kModel + "/golden");
-  const std::string_view prompt_text = golden["prompt_text"].get_string();
-  CHECK(load_tokenizer(kModel)->encode(prompt_text, false) == g.prompt);
+  test::for_each_simd_target([&](const std::string&) {
+    simdjson::dom::parser parser;
+    const simdjson::dom::element golden = parser.load(kModel + "/golden/golden.json");
+    const test::Golden g = test::read_golden(kModel + "/golden");
+    const std::string_view prompt_text = golden["prompt_text"].get_string();
+    CHECK(load_tokenizer(kModel)->encode(prompt_text, false) == g.prompt);
 
-  EngineOptions o;
-  o.model_dir = kModel;
-  auto engine = Engine::open(o);
-  const std::vector<int32_t> ids = g.all();
-  const std::vector<float> logits = engine->new_session()->append(ids, true);
-  const NpyArray ref = read_npy_f32(kModel + "/golden/logits.npy");
-  const int64_t vocab = engine->summary().vocab_size;
-  REQUIRE(ref.shape == std::vector<int64_t>{static_cast<int64_t>(ids.size()), vocab});
-  for (size_t t = 0; t < ids.size(); ++t) {
-    const double err = test::relative_error(logits.data() + t * vocab, ref.data.data() + t * vocab, vocab);
-    INFO("position " << t << ": " << err);
-    CHECK(err <= 1e-3);
-  }
-  // `deltafin run` without -m uses the bundled model.
-  const auto r = test::run_deltafin("run --tokens " + test::join_ids(g.prompt, ",") + " -n 24 --temp 0 --ids --ignore-eos");
-  INFO(r.output);
-  CHECK(r.output == test::join_ids(g.generated, " ") + "\n");
+    EngineOptions o;
+    o.model_dir = kModel;
+    auto engine = Engine::open(o);
+    const std::vector<int32_t> ids = g.all();
+    const std::vector<float> logits = engine->new_session()->append(ids, true);
+    const NpyArray ref = read_npy_f32(kModel + "/golden/logits.npy");
+    const int64_t vocab = engine->summary().vocab_size;
+    REQUIRE(ref.shape == std::vector<int64_t>{static_cast<int64_t>(ids.size()), vocab});
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const double err = test::relative_error(logits.data() + t * vocab, ref.data.data() + t * vocab, vocab);
+      INFO("position " << t << ": " << err);
+      CHECK(err <= 1e-3);
+    }
+    // `deltafin run` without -m uses the bundled model.
+    const auto r = test::run_deltafin("run --tokens " + test::join_ids(g.prompt, ",") + " -n 24 --temp 0 --ids --ignore-eos");
+    INFO(r.output);
+    CHECK(r.output == test::join_ids(g.generated, " ") + "\n");
+  });
 }

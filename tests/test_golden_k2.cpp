@@ -64,23 +64,31 @@ void check_greedy_cli(const std::string& name) {
 
 TEST_CASE("K2-like model (q-LoRA, YaRN x32, 1 group, top-8 of 32, shared expert, bf16, 2 shards) matches transformers",
           "[golden]") {
-  check_against_transformers("k2_tiny");
-  check_greedy_cli("k2_tiny");
+  test::for_each_simd_target([&](const std::string&) {
+    check_against_transformers("k2_tiny");
+    check_greedy_cli("k2_tiny");
+  });
 }
 
 TEST_CASE("DeepSeek-V3-like model (8 groups, top-4 groups, top-16 of 64, direct q_proj, 2 dense layers, f32+f16) matches transformers",
           "[golden]") {
-  check_against_transformers("dsv3_tiny");
-  check_greedy_cli("dsv3_tiny");
+  test::for_each_simd_target([&](const std::string&) {
+    check_against_transformers("dsv3_tiny");
+    check_greedy_cli("dsv3_tiny");
+  });
 }
 
 TEST_CASE("K2-like model in DeepSeek block-fp8 (3 shards) matches transformers on the dequantized weights", "[golden]") {
-  check_against_transformers("k2_tiny_fp8");
-  check_greedy_cli("k2_tiny_fp8");
+  test::for_each_simd_target([&](const std::string&) {
+    check_against_transformers("k2_tiny_fp8");
+    check_greedy_cli("k2_tiny_fp8");
+  });
 }
 
 TEST_CASE("K2-like model with INT4 group-32 routed experts (compressed-tensors, as K2 Thinking / K2.5) matches transformers on the dequantized weights",
           "[golden]") {
-  check_against_transformers("k2_tiny_int4");
-  check_greedy_cli("k2_tiny_int4");
+  test::for_each_simd_target([&](const std::string&) {
+    check_against_transformers("k2_tiny_int4");
+    check_greedy_cli("k2_tiny_int4");
+  });
 }

@@ -80,11 +80,15 @@ void check_against_reference(const std::string& name) {
 }  // namespace
 
 TEST_CASE("Kimi K3 tiny (13 layers, 4 MLA, partial final AttnRes block, bf16) matches the release code", "[golden-k3]") {
-  check_against_reference("k3_tiny");
+  test::for_each_simd_target([&](const std::string&) {
+    check_against_reference("k3_tiny");
+  });
 }
 
 TEST_CASE("Kimi K3 tiny with MXFP4 routed experts (3 shards) matches the release code", "[golden-k3]") {
-  check_against_reference("k3_tiny_mxfp4");
+  test::for_each_simd_target([&](const std::string&) {
+    check_against_reference("k3_tiny_mxfp4");
+  });
 }
 
 TEST_CASE("Kimi K3: one prefill pass equals token-by-token decoding, at any thread count and cache budget",
@@ -138,15 +142,17 @@ TEST_CASE("Kimi K3: rewinding restores the recurrent state exactly", "[golden-k3
 }
 
 TEST_CASE("Kimi K3 through the CLI: greedy ids and logits", "[golden-k3]") {
-  for (const char* name : {"k3_tiny", "k3_tiny_mxfp4"}) {
-    const std::string dir = test::fixture(name);
-    const test::Golden golden = test::read_golden(dir);
-    const auto r = test::run_deltafin("run -m " + dir + " --tokens " + test::join_ids(golden.prompt, ",") +
-                                      " -n 24 --temp 0 --ids --ignore-eos --chunk 3");
-    INFO(r.output);
-    CHECK(r.exit_code == 0);
-    CHECK(r.output == test::join_ids(golden.generated, " ") + "\n");
-  }
+  test::for_each_simd_target([&](const std::string&) {
+    for (const char* name : {"k3_tiny", "k3_tiny_mxfp4"}) {
+      const std::string dir = test::fixture(name);
+      const test::Golden golden = test::read_golden(dir);
+      const auto r = test::run_deltafin("run -m " + dir + " --tokens " + test::join_ids(golden.prompt, ",") +
+                                        " -n 24 --temp 0 --ids --ignore-eos --chunk 3");
+      INFO(r.output);
+      CHECK(r.exit_code == 0);
+      CHECK(r.output == test::join_ids(golden.generated, " ") + "\n");
+    }
+  });
 }
 
 TEST_CASE("inspect describes the real Kimi K3 from its config.json alone", "[golden-k3]") {

@@ -14,11 +14,33 @@
 #include <unistd.h>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <sys/wait.h>
 #include <vector>
 
+#include "cpu/simd_target.hpp"
+
 namespace deltafin::test {
+
+// The SIMD targets per-target tests run: DELTAFIN_SIMD's alone when it is set, else every target
+// this build has and this CPU runs.
+inline std::vector<std::string> simd_targets_under_test() {
+  const char* forced = std::getenv("DELTAFIN_SIMD");
+  if (forced != nullptr && *forced != '\0') return {forced};
+  return cpu::simd_available();
+}
+
+// Runs body(target) once per SIMD target with the kernels dispatched to it (and the deltafin
+// binary too, see run_deltafin); failures name the target.
+template <class Body>
+void for_each_simd_target(Body&& body) {
+  for (const std::string& target : simd_targets_under_test()) {
+    cpu::SimdScope scope(target);
+    INFO("SIMD target " << target);
+    body(target);
+  }
+}
 
 inline std::string fixture(const std::string& name) { return std::string(DELTAFIN_FIXTURES) + "/" + name; }
 
@@ -61,9 +83,9 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs `deltafin <args>` through the shell, capturing stdout + stderr.
-inline CommandResult run_deltafin(const std::string& args) {
-  const std::string cmd = std::string(DELTAFIN_BINARY) + " " + args + " 2>&1";
+// Runs a shell command, capturing stdout + stderr.
+inline CommandResult run_command(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   CommandResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -73,6 +95,12 @@ inline CommandResult run_deltafin(const std::string& args) {
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// Runs `deltafin <args>`, capturing stdout + stderr, on the SIMD target the test process
+// dispatches to.
+inline CommandResult run_deltafin(const std::string& args) {
+  return run_command("DELTAFIN_SIMD=" + cpu::simd_current() + " " + std::string(DELTAFIN_BINARY) + " " + args);
 }
 
 // A private copy of a fixture directory that a test may damage; removed afterwards.

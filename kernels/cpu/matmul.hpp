@@ -23,6 +23,9 @@ void matmul_rows(const WeightView& w, const float* x, int64_t x_stride, int64_t 
 void matmul_rows_ref(const WeightView& w, const float* x, int64_t x_stride, int64_t n_pos, float* y,
                      int64_t y_stride, int64_t row_begin, int64_t row_end);
 
+// W[r, k] as fp32, straight from the format's definition (the twins' decoder).
+float weight_element_ref(const WeightView& w, int64_t r, int64_t k);
+
 // Dequantizes row r of W into out[W.cols] (fp32).
 void dequantize_row(const WeightView& w, int64_t r, float* out);
 

@@ -5,18 +5,25 @@
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "cpu/simd_target.hpp"
 #include "util/error.hpp"
 
 int main(int argc, char** argv) {
   using namespace deltafin;
   CLI::App app{"deltafin: runs giant Mixture-of-Experts models with experts streamed from SSD"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "deltafin 0.1.0");
+  app.set_version_flag("--version", [] { return "deltafin 0.1.0\n" + cpu::simd_summary(); });
   const cli::Command commands[] = {cli::register_run(app), cli::register_logits(app), cli::register_inspect(app),
                                      cli::register_tokenize(app), cli::register_detokenize(app),
                                      cli::register_place(app),    cli::register_verify(app)};
   spdlog::set_default_logger(spdlog::stderr_logger_mt("deltafin"));  // warnings go to stderr
   spdlog::set_pattern("deltafin: %l: %v");
+  try {
+    cpu::simd_select_from_env();  // before parsing: --version reports the forced target
+  } catch (const Error& e) {
+    std::fprintf(stderr, "deltafin: %s\n", e.what());
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

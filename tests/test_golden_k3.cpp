@@ -159,7 +159,7 @@ TEST_CASE("inspect describes the real Kimi K3 from its config.json alone", "[gol
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("deltafin-k3-config-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  // The published K3 text_config values (../shared/docs/model-spec-k3.md section 1).
+  // The published K3 text_config values (docs/kimi-k3.md).
   std::string kda_layers, full_layers;
   for (int l = 1; l <= 93; ++l) {
     const bool mla = l % 4 == 0 || l == 93;

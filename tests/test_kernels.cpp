@@ -168,6 +168,19 @@ double matmul_error(const WeightView& w, const float* x, int64_t x_stride, int64
   return worst;
 }
 
+// matmul_rows against matmul_rows_ref at n_pos positions, with padded strides: within rounding
+// error, and nothing written past the rows.
+void check_matmul_against_ref(const WeightView& w, int64_t n_pos, std::mt19937& rng) {
+  const int64_t rows = w.rows, cols = w.cols, x_stride = cols + 3, y_stride = rows + 1;
+  const auto x = random_vector(static_cast<size_t>(n_pos * x_stride), rng);
+  std::vector<float> y_fast(n_pos * y_stride, -1.0f), y_ref(n_pos * y_stride, -1.0f);
+  matmul_rows(w, x.data(), x_stride, n_pos, y_fast.data(), y_stride, 0, rows);
+  matmul_rows_ref(w, x.data(), x_stride, n_pos, y_ref.data(), y_stride, 0, rows);
+  CAPTURE(format_name(w.format), rows, cols, n_pos);
+  CHECK(matmul_error(w, x.data(), x_stride, n_pos, y_fast.data(), y_ref.data(), y_stride) < 1e-5);
+  for (int64_t t = 0; t < n_pos; ++t) CHECK(y_fast[t * y_stride + rows] == -1.0f);  // padding
+}
+
 // Bit-equal, or both NaN.
 bool same_value(float a, float b) { return std::isnan(a) ? std::isnan(b) : std::memcmp(&a, &b, 4) == 0; }
 
@@ -389,16 +402,7 @@ TEST_CASE("matmul_rows matches the reference on packed 4-bit formats", "[kernels
         }
         CAPTURE(format_name(f), rows, cols);
         CHECK(exact);
-        for (int64_t n_pos : {1, 2, 3, 4, 5, 9, 16}) {
-          const int64_t x_stride = cols + 3, y_stride = rows + 1;
-          const auto x = random_vector(static_cast<size_t>(n_pos * x_stride), rng);
-          std::vector<float> y_fast(n_pos * y_stride, -1.0f), y_ref(n_pos * y_stride, -1.0f);
-          matmul_rows(w, x.data(), x_stride, n_pos, y_fast.data(), y_stride, 0, rows);
-          matmul_rows_ref(w, x.data(), x_stride, n_pos, y_ref.data(), y_stride, 0, rows);
-          CAPTURE(format_name(f), rows, cols, n_pos);
-          CHECK(matmul_error(w, x.data(), x_stride, n_pos, y_fast.data(), y_ref.data(), y_stride) < 1e-5);
-          for (int64_t t = 0; t < n_pos; ++t) CHECK(y_fast[t * y_stride + rows] == -1.0f);  // padding
-        }
+        for (int64_t n_pos : {1, 2, 3, 4, 5, 9, 16}) check_matmul_against_ref(w, n_pos, rng);
       }
     }
   });
@@ -414,16 +418,7 @@ TEST_CASE("matmul_rows matches matmul_rows_ref on every format and odd shapes", 
         if (f == WeightFormat::MXFP4 && cols % 32 != 0) continue;
         const TestMatrix m = random_matrix(f, rows, cols, rng);
         const WeightView w = m.view();
-        for (int64_t n_pos : {1, 2, 3, 4, 5, 9}) {
-          const int64_t x_stride = cols + 3, y_stride = rows + 1;
-          const auto x = random_vector(static_cast<size_t>(n_pos * x_stride), rng);
-          std::vector<float> y_fast(n_pos * y_stride, -1.0f), y_ref(n_pos * y_stride, -1.0f);
-          matmul_rows(w, x.data(), x_stride, n_pos, y_fast.data(), y_stride, 0, rows);
-          matmul_rows_ref(w, x.data(), x_stride, n_pos, y_ref.data(), y_stride, 0, rows);
-          CAPTURE(format_name(f), rows, cols, n_pos);
-          CHECK(matmul_error(w, x.data(), x_stride, n_pos, y_fast.data(), y_ref.data(), y_stride) < 1e-5);
-          for (int64_t t = 0; t < n_pos; ++t) CHECK(y_fast[t * y_stride + rows] == -1.0f);  // padding
-        }
+        for (int64_t n_pos : {1, 2, 3, 4, 5, 9}) check_matmul_against_ref(w, n_pos, rng);
       }
     }
   });

@@ -56,6 +56,13 @@ struct ChunkOrder {
 
 // ---- Formats: chunk bytes, the exact scalar value of a column, the vector decode. ----------
 
+// Column i of a chunk of 16-bit elements.
+inline uint16_t u16_at(const uint8_t* p, int64_t i) {
+  uint16_t v;
+  std::memcpy(&v, p + 2 * i, 2);
+  return v;
+}
+
 struct FormatF32 {
   static constexpr int64_t kBytes = kChunk * 4;
   static constexpr bool kScaled = false;
@@ -64,9 +71,10 @@ struct FormatF32 {
     std::memcpy(&v, p + 4 * i, 4);
     return v;
   }
-  static void one_hot(uint8_t* p, int64_t i) { std::memcpy(p + 4 * i, &kOne, 4); }
-  static constexpr float kOne = 1.0f;
-  static bool has_specials(const uint8_t*) { return false; }
+  static void one_hot(uint8_t* p, int64_t i) {
+    const float one = 1.0f;
+    std::memcpy(p + 4 * i, &one, 4);
+  }
 #if HWY_TARGET != HWY_SCALAR
   static void decode(const uint8_t* p, float, VF (&w)[kG]) {
     const DF df;
@@ -79,13 +87,8 @@ struct FormatF32 {
 struct FormatBF16 {
   static constexpr int64_t kBytes = kChunk * 2;
   static constexpr bool kScaled = false;
-  static float element(const uint8_t* p, int64_t i) {
-    uint16_t v;
-    std::memcpy(&v, p + 2 * i, 2);
-    return bf16_to_f32(v);
-  }
+  static float element(const uint8_t* p, int64_t i) { return bf16_to_f32(u16_at(p, i)); }
   static void one_hot(uint8_t* p, int64_t i) { p[2 * i] = 0x80, p[2 * i + 1] = 0x3f; }
-  static bool has_specials(const uint8_t*) { return false; }
 #if HWY_TARGET != HWY_SCALAR
   static void decode(const uint8_t* p, float, VF (&w)[kG]) {
     const DF df;
@@ -104,17 +107,8 @@ struct FormatBF16 {
 struct FormatF16 {
   static constexpr int64_t kBytes = kChunk * 2;
   static constexpr bool kScaled = false;
-  static float element(const uint8_t* p, int64_t i) {
-    uint16_t v;
-    std::memcpy(&v, p + 2 * i, 2);
-    return f16_to_f32(v);
-  }
+  static float element(const uint8_t* p, int64_t i) { return f16_to_f32(u16_at(p, i)); }
   static void one_hot(uint8_t* p, int64_t i) { p[2 * i] = 0x00, p[2 * i + 1] = 0x3c; }
-  static bool has_specials(const uint8_t* p) {
-    for (int64_t i = 0; i < kChunk; ++i)
-      if ((p[2 * i + 1] & 0x7c) == 0x7c) return true;
-    return false;
-  }
 #if HWY_TARGET != HWY_SCALAR
   static bool vector_has_specials(const uint8_t* p) {
     const hn::Repartition<uint16_t, DF> d16;
@@ -141,11 +135,6 @@ struct FormatFp8 {
   static constexpr bool kScaled = true;
   static float element(const uint8_t* p, int64_t i) { return fp8_e4m3_to_f32(p[i]); }
   static void one_hot(uint8_t* p, int64_t i) { p[i] = 0x38; }
-  static bool has_specials(const uint8_t* p) {
-    for (int64_t i = 0; i < kChunk; ++i)
-      if ((p[i] & 0x7f) == 0x7f) return true;
-    return false;
-  }
 #if HWY_TARGET != HWY_SCALAR
   static bool vector_has_specials(const uint8_t* p) {
     const hn::CappedTag<uint8_t, kChunk> d8;
@@ -204,7 +193,6 @@ struct FormatNibble {
     p[i >> 1] = static_cast<uint8_t>((i & 1) ? (Codes::kOneCode << 4) | Codes::kZeroCode
                                              : (Codes::kZeroCode << 4) | Codes::kOneCode);
   }
-  static bool has_specials(const uint8_t*) { return false; }
 #if HWY_TARGET != HWY_SCALAR
   static void decode(const uint8_t* p, float scale, VF (&w)[kG]) {
     const DF df;

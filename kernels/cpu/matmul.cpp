@@ -221,11 +221,7 @@ HWY_EXPORT(DequantizeRow);
 
 void matmul_rows(const WeightView& w, const float* x, int64_t x_stride, int64_t n_pos, float* y,
                  int64_t y_stride, int64_t row_begin, int64_t row_end) {
-  if (n_pos <= 0 || row_begin >= row_end || w.cols <= 0) {
-    for (int64_t t = 0; t < n_pos && w.cols <= 0; ++t)
-      for (int64_t r = row_begin; r < row_end; ++r) y[t * y_stride + r] = 0.0f;
-    return;
-  }
+  if (n_pos <= 0 || row_begin >= row_end) return;
   HWY_DYNAMIC_DISPATCH(MatmulRows)(w, x, x_stride, n_pos, y, y_stride, row_begin, row_end);
 }
 

@@ -2,7 +2,7 @@
 // sigmoid-bounded decay and a delta-rule recurrent state) and gated MLA without RoPE, mixed by
 // Attention Residuals (the residual stream is replaced by softmax mixes over block snapshots),
 // with a latent MoE (sigmoid router; experts run in a narrower latent space; SiTU-GLU) and
-// fused shared experts. Spec: ../shared/docs/model-spec-k3.md.
+// fused shared experts. What each config value means: docs/kimi-k3.md.
 //
 // Only the spine is resident; routed experts come from the ExpertStore. A pass over n positions
 // is batch-invariant (matmuls per row, recurrences token by token in order), so a chunk equals

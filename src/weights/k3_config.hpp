@@ -1,6 +1,6 @@
 // config.json of a Kimi K3 checkpoint: `model_type` kimi_k3 with the text model in a
 // `text_config` of type kimi_linear (or a bare kimi_linear config). Every value the engine uses
-// is read here and checked once; see ../shared/docs/model-spec-k3.md for their meaning.
+// is read here and checked once; docs/kimi-k3.md says what each means.
 #pragma once
 
 #include <cstdint>

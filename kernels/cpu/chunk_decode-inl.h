@@ -138,11 +138,12 @@ struct FormatFp8 {
 #if HWY_TARGET != HWY_SCALAR
   static bool vector_has_specials(const uint8_t* p) {
     const hn::CappedTag<uint8_t, kChunk> d8;
-    const auto nan = hn::Set(d8, 0x7f);
-    auto any = hn::Zero(d8);
-    for (int64_t j = 0; j < kChunk; j += static_cast<int64_t>(hn::Lanes(d8)))
-      any = hn::Or(any, hn::VecFromMask(d8, hn::Eq(hn::And(hn::LoadU(d8, p + j), nan), nan)));
-    return !hn::AllFalse(d8, hn::Ne(any, hn::Zero(d8)));
+    // A NaN code has its seven low bits set: with the sign bit forced on it reads 0xff.
+    const auto sign = hn::Set(d8, 0x80), nan = hn::Set(d8, 0xff);
+    constexpr int64_t kStep = static_cast<int64_t>(hn::MaxLanes(d8));
+    auto found = hn::Eq(hn::Or(hn::LoadU(d8, p), sign), nan);
+    for (int64_t j = kStep; j < kChunk; j += kStep) found = hn::Or(found, hn::Eq(hn::Or(hn::LoadU(d8, p + j), sign), nan));
+    return !hn::AllFalse(d8, found);
   }
   static void decode(const uint8_t* p, float scale, VF (&w)[kG]) {
     const DF df;
@@ -196,17 +197,20 @@ struct FormatNibble {
 #if HWY_TARGET != HWY_SCALAR
   static void decode(const uint8_t* p, float scale, VF (&w)[kG]) {
     const DF df;
-    const VF s = hn::Set(df, scale);
     if constexpr (kN == 16) {
-      // One byte a u32 lane; the low nibbles index a 16-entry fp32 table (even columns), the
-      // high nibbles another lookup (odd columns).
+      // One byte a u32 lane; the low nibbles index a 16-entry table of the code values times
+      // the scale (exact: a power of two, or a bf16 times an integer of at most 4 bits), for the
+      // even columns; the high nibbles index it again for the odd ones.
       const hn::RebindToUnsigned<DF> du32;
       const auto bytes = hn::PromoteTo(du32, hn::LoadU(hn::Rebind<uint8_t, DF>(), p));
-      const VF table = hn::LoadU(df, Codes::kValues);
-      const auto lo = hn::IndicesFromVec(df, hn::And(bytes, hn::Set(du32, 0xf)));
-      const auto hi = hn::IndicesFromVec(df, hn::ShiftRight<4>(bytes));
-      w[0] = hn::Mul(hn::TableLookupLanes(table, lo), s);
-      w[1] = hn::Mul(hn::TableLookupLanes(table, hi), s);
+      const VF table = hn::Mul(hn::LoadU(df, Codes::kValues), hn::Set(df, scale));
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+      // vpermps reads only the index's low 4 bits: the low nibble needs no mask.
+      w[0] = VF{_mm512_permutexvar_ps(bytes.raw, table.raw)};
+#else
+      w[0] = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::And(bytes, hn::Set(du32, 0xf))));
+#endif
+      w[1] = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::ShiftRight<4>(bytes)));
     } else {
       // 2 kN bytes a step: each byte a u16 lane, nibbles spread to one code a byte, a byte
       // table lookup to fp16 high bytes, zips with zero to fp16, widened to fp32.
@@ -216,6 +220,7 @@ struct FormatNibble {
       const hn::Half<decltype(d16)> dh16;
       const hn::Rebind<hwy::float16_t, DF> dh;
       const auto table = hn::LoadDup128(dc, Codes::kFp16High);
+      const VF s = hn::Set(df, scale);
       for (int64_t j = 0; j < kG / 4; ++j) {
         const auto bytes = hn::PromoteTo(d16, hn::LoadU(d8, p + j * 2 * kN));
         const auto codes = hn::BitCast(dc, hn::And(hn::Or(bytes, hn::ShiftLeft<4>(bytes)), hn::Set(d16, 0x0f0f)));

@@ -13,6 +13,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/matmul.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -30,17 +31,19 @@ namespace {
 constexpr int kAcc = kN == 16 ? 2 : 1;  // accumulators per (row, position): 32 registers allow 2
 constexpr int kMaxP = 8;                // positions sharing one decode
 
-// The chunk's scale: 1 for plain formats.
+// The fp32 scale of every chunk of row r, in out[0, chunks) (fp8: its 128-column block's).
+// Scaled formats only; converted once per row and tile, so the chunk loop broadcasts it from memory.
 template <class Format>
-float chunk_scale(const WeightView& w, int64_t r, int64_t c) {
+void row_chunk_scales(const WeightView& w, int64_t r, int64_t chunks, float* out) {
   if constexpr (std::is_same_v<Format, FormatFp8>) {
-    return static_cast<const float*>(w.scales)[(r >> 7) * w.scale_cols() + (c >> 2)];
+    const float* s = static_cast<const float*>(w.scales) + (r >> 7) * w.scale_cols();
+    for (int64_t c = 0; c < chunks; ++c) out[c] = s[c >> 2];
   } else if constexpr (std::is_same_v<Format, FormatMxfp4>) {
-    return e8m0_to_f32(static_cast<const uint8_t*>(w.scales)[r * w.group_cols() + c]);
+    const uint8_t* s = static_cast<const uint8_t*>(w.scales) + r * w.group_cols();
+    for (int64_t c = 0; c < chunks; ++c) out[c] = e8m0_to_f32(s[c]);
   } else if constexpr (std::is_same_v<Format, FormatInt4>) {
-    return bf16_to_f32(static_cast<const uint16_t*>(w.scales)[r * w.group_cols() + c]);
-  } else {
-    return 1.0f;
+    const uint16_t* s = static_cast<const uint16_t*>(w.scales) + r * w.group_cols();
+    for (int64_t c = 0; c < chunks; ++c) out[c] = bf16_to_f32(s[c]);
   }
 }
 
@@ -57,14 +60,10 @@ struct Problem {
   int64_t xp_stride = 0;
   HWY_ALIGN uint32_t tail_mask[kChunk] = {};  // slot of a present column of the partial chunk: ~0
 
-  // Decodes chunk c of row r into w.
-  HWY_INLINE void decode(int64_t r, int64_t c, VF (&out)[kG]) const {
-    const uint8_t* p = data + r * row_bytes + c * Format::kBytes;
-    const float scale = chunk_scale<Format>(w, r, c);
-    if (HWY_LIKELY(c < full_chunks)) return decode_chunk<Format>(p, scale, order, out);
-    // The partial chunk: its bytes copied into a full one, the missing columns masked to zero.
+  // Decodes the partial chunk c of a row (bytes `row`, chunk scale `scale`), missing columns zero.
+  HWY_NOINLINE void decode_partial(const uint8_t* row, float scale, int64_t c, VF (&out)[kG]) const {
     alignas(64) uint8_t chunk[Format::kBytes] = {};
-    std::memcpy(chunk, p, static_cast<size_t>(row_bytes - c * Format::kBytes));
+    std::memcpy(chunk, row + c * Format::kBytes, static_cast<size_t>(row_bytes - c * Format::kBytes));
     decode_chunk<Format>(chunk, scale, order, out);
     const hn::RebindToUnsigned<DF> du;
     for (int64_t j = 0; j < kG; ++j)
@@ -112,17 +111,45 @@ template <int R, int P, class Format>
 HWY_INLINE void dot_tile(const Problem<Format>& m, int64_t r0, int64_t t0, float* y, int64_t y_stride) {
   const DF df;
   VF acc[R][P][kAcc];
-  for (int i = 0; i < R; ++i)
+  const uint8_t* rows[R];
+  thread_local std::vector<float> scale_buffer;
+  const float* scales[R];  // [R][chunks]
+  if constexpr (Format::kScaled) scale_buffer.resize(static_cast<size_t>(R * m.chunks));
+  for (int i = 0; i < R; ++i) {
+    rows[i] = m.data + (r0 + i) * m.row_bytes;
+    if constexpr (Format::kScaled) {
+      row_chunk_scales<Format>(m.w, r0 + i, m.chunks, scale_buffer.data() + i * m.chunks);
+      scales[i] = scale_buffer.data() + i * m.chunks;
+    }
     for (int p = 0; p < P; ++p)
       for (int a = 0; a < kAcc; ++a) acc[i][p][a] = hn::Zero(df);
-  for (int64_t c = 0; c < m.chunks; ++c) {
-    HWY_UNROLL(1) for (int i = 0; i < R; ++i) {
+  }
+  const auto scale_of = [&](int i, int64_t c) HWY_ATTR {
+    if constexpr (Format::kScaled) return scales[i][c];
+    else return 1.0f;
+  };
+  const auto accumulate = [&](int i, int64_t c, const VF (&w)[kG]) HWY_ATTR {
+    for (int p = 0; p < P; ++p) {
+      const float* xc = m.xp + (t0 + p) * m.xp_stride + c * kChunk;
+      for (int64_t j = 0; j < kG; ++j) acc[i][p][j % kAcc] = hn::MulAdd(w[j], hn::LoadU(df, xc + j * kN), acc[i][p][j % kAcc]);
+    }
+  };
+  // 4-bit rows are short streams that the hardware prefetcher starts late: the rows two tiles
+  // ahead are prefetched (MXFP4 on Zen 4, one thread: 7.3 -> 9.9 GB/s; no gain for wider formats).
+  const int64_t prefetch_ahead = 2 * R * m.row_bytes;
+  for (int64_t c = 0; c < m.full_chunks; ++c) {
+    for (int i = 0; i < R; ++i) {
       VF w[kG];
-      m.decode(r0 + i, c, w);
-      for (int p = 0; p < P; ++p) {
-        const float* xc = m.xp + (t0 + p) * m.xp_stride + c * kChunk;
-        for (int64_t j = 0; j < kG; ++j) acc[i][p][j % kAcc] = hn::MulAdd(w[j], hn::LoadU(df, xc + j * kN), acc[i][p][j % kAcc]);
-      }
+      if constexpr (Format::kBytes < 32) hwy::Prefetch(rows[i] + prefetch_ahead + c * Format::kBytes);
+      decode_chunk<Format>(rows[i] + c * Format::kBytes, scale_of(i, c), m.order, w);
+      accumulate(i, c, w);
+    }
+  }
+  if (m.full_chunks < m.chunks) {
+    for (int i = 0; i < R; ++i) {
+      VF w[kG];
+      m.decode_partial(rows[i], scale_of(i, m.full_chunks), m.full_chunks, w);
+      accumulate(i, m.full_chunks, w);
     }
   }
   for (int i = 0; i < R; ++i) {
@@ -175,9 +202,13 @@ void dequantize_format(const WeightView& w, int64_t r, float* out) {
   Problem<Format> m{w};
   init_problem(m);
   HWY_ALIGN float slots[kChunk];
+  std::vector<float> scales(static_cast<size_t>(m.chunks), 1.0f);
+  row_chunk_scales<Format>(w, r, m.chunks, scales.data());
+  const uint8_t* row = m.data + r * m.row_bytes;
   for (int64_t c = 0; c < m.chunks; ++c) {
     VF v[kG];
-    m.decode(r, c, v);
+    if (c < m.full_chunks) decode_chunk<Format>(row + c * Format::kBytes, scales[c], m.order, v);
+    else m.decode_partial(row, scales[c], c, v);
     for (int64_t j = 0; j < kG; ++j) hn::Store(v[j], DF(), slots + j * kN);
     const int64_t n = std::min<int64_t>(kChunk, w.cols - c * kChunk);
     for (int64_t i = 0; i < n; ++i) out[c * kChunk + i] = slots[m.order.slot_of_column[i]];

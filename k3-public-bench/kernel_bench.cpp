@@ -57,6 +57,7 @@ HWY_AFTER_NAMESPACE();
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -135,37 +136,61 @@ uint16_t f32_to_f16_bits(float v) {  // round to nearest; |v| well inside the no
   return static_cast<uint16_t>(((b >> 16) & 0x8000) | ((e << 10) + m));
 }
 
+// A cheap generator for the fill (hundreds of MB): xorshift64*, and normal(0, 0.02) values drawn
+// from a 4096-entry table sampled once.
+struct FillRng {
+  uint64_t state;
+  explicit FillRng(uint32_t seed) : state(0x9e3779b97f4a7c15ull * (seed + 1)) {}
+  uint64_t next() {
+    state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
+    return state * 0x2545f4914f6cdd1dull;
+  }
+  float normal() {
+    static const std::vector<float> table = [] {
+      std::mt19937 rng(1);
+      std::normal_distribution<float> dist(0.0f, 0.02f);
+      std::vector<float> t(4096);
+      for (float& v : t) v = dist(rng);
+      return t;
+    }();
+    return table[next() >> 52];
+  }
+};
+
 // Values shaped like real weights: normal(0, 0.02) floats with no subnormals; uniform fp8 codes
 // (NaN codes excluded) and 4-bit codes, with the scales real checkpoints carry.
 void fill(WeightFormat f, std::byte* data, size_t n, std::byte* scales, size_t ns, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
+  FillRng rng(seed);
   auto* u16 = reinterpret_cast<uint16_t*>(data);
+  const auto random_bytes = [&](std::byte* p, size_t count) {
+    for (size_t i = 0; i < count; i += 8) {
+      const uint64_t v = rng.next();
+      std::memcpy(p + i, &v, std::min<size_t>(8, count - i));
+    }
+  };
   switch (f) {
     case WeightFormat::F32:
-      for (size_t i = 0; i < n / 4; ++i) reinterpret_cast<float*>(data)[i] = normal(rng);
+      for (size_t i = 0; i < n / 4; ++i) reinterpret_cast<float*>(data)[i] = rng.normal();
       break;
     case WeightFormat::BF16:
-      for (size_t i = 0; i < n / 2; ++i) u16[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(normal(rng)) >> 16);
+      for (size_t i = 0; i < n / 2; ++i) u16[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(rng.normal()) >> 16);
       break;
     case WeightFormat::F16:
-      for (size_t i = 0; i < n / 2; ++i) u16[i] = f32_to_f16_bits(normal(rng));
+      for (size_t i = 0; i < n / 2; ++i) u16[i] = f32_to_f16_bits(rng.normal());
       break;
     case WeightFormat::F8_E4M3_BLOCK128:
-      for (size_t i = 0; i < n; ++i) {
-        uint8_t c = static_cast<uint8_t>(rng());
-        if ((c & 0x7f) == 0x7f) c ^= 1;
-        data[i] = std::byte(c);
-      }
+      random_bytes(data, n);
+      for (size_t i = 0; i < n; ++i)
+        if ((std::to_integer<uint8_t>(data[i]) & 0x7f) == 0x7f) data[i] ^= std::byte{1};
       for (size_t i = 0; i < ns / 4; ++i) reinterpret_cast<float*>(scales)[i] = 1e-4f;
       break;
     case WeightFormat::MXFP4:
-      for (size_t i = 0; i < n; ++i) data[i] = std::byte(rng());
-      for (size_t i = 0; i < ns; ++i) scales[i] = std::byte(118 + rng() % 4);  // 2^-9 .. 2^-6
+      random_bytes(data, n);
+      for (size_t i = 0; i < ns; ++i) scales[i] = std::byte(118 + rng.next() % 4);  // 2^-9 .. 2^-6
       break;
     case WeightFormat::INT4_G32:
-      for (size_t i = 0; i < n; ++i) data[i] = std::byte(rng());
-      for (size_t i = 0; i < ns / 2; ++i) reinterpret_cast<uint16_t*>(scales)[i] = 0x3b80 + rng() % 64;  // ~0.004
+      random_bytes(data, n);
+      for (size_t i = 0; i < ns / 2; ++i) reinterpret_cast<uint16_t*>(scales)[i] = 0x3b80 + rng.next() % 64;  // ~0.004
       break;
   }
 }

@@ -115,6 +115,6 @@ $prefix "$bin" run -m "$model" --placement "$manifest" --tokens "$(seq -s, 1 256
   --stats-json "$work/runs/prefill256.json" > /dev/null
 
 arm_list=$(printf '%s\n' "${arms[@]}")
-python3 "$root/k3-public-bench/summarize_bench.py" "$work" "$out" "$mbps" "$cache" "$tokens" <<< "$arm_list"
+PROVENANCE=$("$root/k3-public-bench/provenance.sh" "$bin") python3 "$root/k3-public-bench/summarize_bench.py" "$work" "$out" "$mbps" "$cache" "$tokens" <<< "$arm_list"
 "$root/k3-public-bench/plot.sh" "$out/results.csv" "$out"
 echo "== results in $out (results.md, results.csv, *.png)"

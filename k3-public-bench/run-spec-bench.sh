@@ -82,4 +82,4 @@ if [ "$storage" = 1 ]; then
   "$root/scripts/drives.sh" exec "$root/build/spec_storage_bench" "$synth" "$work/spec/drive1.json" 0.5 "$storage_tokens" \
     | tee "$work/spec/scripted.jsonl"
 fi
-python3 "$root/k3-public-bench/summarize_spec_bench.py" "$work/spec" "$out" "$tokens (k3synth: $storage_tokens)"
+PROVENANCE=$("$root/k3-public-bench/provenance.sh" "$bin") python3 "$root/k3-public-bench/summarize_spec_bench.py" "$work/spec" "$out" "$tokens (k3synth: $storage_tokens)"

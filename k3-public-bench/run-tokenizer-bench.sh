@@ -16,8 +16,8 @@ out=k3-public-bench/results/tokenizer-throughput.md
 {
   echo "# Tokenizer encoding throughput"
   echo
-  echo "$(date -u +%Y-%m-%d), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)),"
-  echo "one thread, \`$0\`: $(stat -c %s "$prose") bytes of English prose (Debian's licence texts repeated)."
+  echo "$(k3-public-bench/provenance.sh)"
+  echo "One thread, \`$0\`: $(stat -c %s "$prose") bytes of English prose (Debian's licence texts repeated)."
   echo
   build/tokenizer_bench "$prose" 5 \
     tiktoken:build/text-ref/o200k_base.tiktoken:o200k \

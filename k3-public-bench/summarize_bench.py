@@ -55,7 +55,7 @@ with open(os.path.join(out, "results.csv"), "w", newline="") as f:
 
 base = next((t[4] for t in table if t[0] == "stripe1"), None)
 disk_base = next((t[4] for t in table if t[0] == "disk1"), None)
-md = [f"# Streaming benchmark (k3-public-bench/run-bench.sh)", "",
+md = [f"# Streaming benchmark (k3-public-bench/run-bench.sh)", "", os.environ.get("PROVENANCE", "(machine and commit not recorded)"), "",
       f"Synthetic Kimi K3-shaped model (tools/make_synthetic_k3.py --preset bench: 9 layers, 8 MoE layers x 256 "
       f"MXFP4 experts of 1.25 MB, top-16; 2.57 GB of routed experts), expert budget --cache-gb {cache}, "
       f"{tokens} decoded tokens per run after a 16-token prompt, every run cold (page cache dropped, bypass on). "

@@ -54,7 +54,7 @@ groups = collections.OrderedDict()
 for r in rows:
     kind = re.sub(r"\d+$", "", r["prompt"])
     groups.setdefault((r["model"], kind, r["mode"]), []).append(r)
-md = ["# Speculative decoding benchmark (k3-public-bench/run-spec-bench.sh)", "",
+md = ["# Speculative decoding benchmark (k3-public-bench/run-spec-bench.sh)", "", os.environ.get("PROVENANCE", "(machine and commit not recorded)"), "",
       f"Greedy, {tokens} new tokens per run, median of the runs per prompt; speed-up = tokens/s against the plain "
       "('off') arm of the same prompts, which every arm's ids must equal. bundled: models/default (36 M MoE, INT4 "
       "experts, all in RAM) with models/default-draft or prompt lookup; code prompts are where its draft is accepted, "

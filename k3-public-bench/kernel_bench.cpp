@@ -3,7 +3,7 @@
 // target's fp32 FMA peak. Weights are a rotating set of K3 routed-expert-shaped matrices larger
 // than the last-level cache (so they stream from DRAM, as routed experts do), filled with values
 // shaped like real weights (normal(0, 0.02) for bf16/f16, no subnormals). Each arm runs on one
-// thread and on all threads through the CPU backend.
+// thread and on all threads (KERNEL_BENCH_THREADS=N: on N) through the CPU backend.
 //   n_pos 1:  GB/s of weight bytes, and the ratio to the read ceiling.
 //   n_pos 5:  time of a 5-position call / time of a 1-position call (a speculative verify pass).
 //   n_pos 64: positions per second / the 1-position rate (a prefill chunk), and the share of
@@ -232,7 +232,8 @@ int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
   std::vector<std::string> targets(argv + std::min(argc, 2), argv + argc);
   if (targets.empty()) targets = cpu::simd_available();
-  auto all = make_cpu_backend(0);
+  const char* threads_env = std::getenv("KERNEL_BENCH_THREADS");  // the second column's threads
+  auto all = make_cpu_backend(threads_env ? std::max(1, std::atoi(threads_env)) : 0);
   auto one = make_cpu_backend(1);
   const int threads = all->threads();
 

@@ -11,9 +11,11 @@
 // input on one vector width and the right one on another: the pairing is derived from the
 // decoder itself.
 //
-// Specials: fp8 NaN codes and fp16 inf/NaN take an exact scalar path (Highway's fp16 conversion
-// on SSSE3/SSE4 is a software one that turns them finite); real weights never hold them, so the
-// check is one compare per chunk.
+// Specials: a chunk with fp8 NaN codes is decoded again with its NaN lanes fixed in vectors; on
+// SSSE3/SSE4, whose fp16 conversion (Highway's, in software) turns inf/NaN finite, a chunk with
+// fp16 specials takes the exact scalar path. Real weights never hold them, so the cost is one
+// check per chunk, and the rare path is kept out of line or call-free so that the chunk loop
+// keeps its accumulators in registers.
 #if defined(DELTAFIN_CHUNK_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DELTAFIN_CHUNK_DECODE_INL_H_
 #undef DELTAFIN_CHUNK_DECODE_INL_H_
@@ -24,6 +26,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include <hwy/highway.h>
@@ -110,6 +113,7 @@ struct FormatF16 {
   static float element(const uint8_t* p, int64_t i) { return f16_to_f32(u16_at(p, i)); }
   static void one_hot(uint8_t* p, int64_t i) { p[2 * i] = 0x00, p[2 * i + 1] = 0x3c; }
 #if HWY_TARGET != HWY_SCALAR
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX2  // no F16C: Highway converts in software
   static bool vector_has_specials(const uint8_t* p) {
     const hn::Repartition<uint16_t, DF> d16;
     const auto exponent = hn::Set(d16, 0x7c00);
@@ -118,6 +122,7 @@ struct FormatF16 {
       any = hn::Or(any, hn::VecFromMask(d16, hn::Eq(hn::And(hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p) + j * 2 * kN), exponent), exponent)));
     return !hn::AllFalse(d16, hn::Ne(any, hn::Zero(d16)));
   }
+#endif
   static void decode(const uint8_t* p, float, VF (&w)[kG]) {
     const DF df;
     const hn::Rebind<hwy::float16_t, DF> dh;
@@ -145,6 +150,9 @@ struct FormatFp8 {
     for (int64_t j = kStep; j < kChunk; j += kStep) found = hn::Or(found, hn::Eq(hn::Or(hn::LoadU(d8, p + j), sign), nan));
     return !hn::AllFalse(d8, found);
   }
+  // kNaN: the chunk holds NaN codes. They come out of the fp16 trick as +-1.875 (bits 0x3f80),
+  // a value no finite code has (the largest is 448 / 256 = 1.75), and are replaced by NaN.
+  template <bool kNaN = false>
   static void decode(const uint8_t* p, float scale, VF (&w)[kG]) {
     const DF df;
     const hn::Repartition<uint16_t, DF> d16x2;          // 2 kN lanes
@@ -155,14 +163,17 @@ struct FormatFp8 {
     const VF s = hn::Set(df, scale * 256.0f);
     for (int64_t j = 0; j < kG / 2; ++j) {
       const auto codes = hn::LoadU(d8, p + j * 2 * kN);
-      const auto halves = [&](auto high) {
+      const auto halves = [&](auto high) HWY_ATTR {
         const auto bits = hn::And(hn::BitCast(d16, hn::ShiftRight<1>(hn::BitCast(di16, high))), hn::Set(d16, 0xbf80));
-        return hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, bits)), s);
+        VF v = hn::PromoteTo(df, hn::BitCast(dh, bits));
+        if constexpr (kNaN) v = hn::IfThenElse(hn::Eq(hn::Abs(v), hn::Set(df, 1.875f)), hn::Set(df, std::numeric_limits<float>::quiet_NaN()), v);
+        return hn::Mul(v, s);
       };
       w[2 * j] = halves(hn::ZipLower(d16, hn::Zero(d8), codes));
       w[2 * j + 1] = halves(hn::ZipUpper(d16, hn::Zero(d8), codes));
     }
   }
+  static void decode_specials(const uint8_t* p, float scale, VF (&w)[kG]) { decode<true>(p, scale, w); }
 #endif
 };
 
@@ -241,9 +252,10 @@ using FormatInt4 = FormatNibble<Int4Codes>;
 
 // ---- Decoding with the order and the specials handled. -------------------------------------
 
-// Every column's exact value, placed at its slot (the specials path and the scalar target).
+// Every column's exact value, placed at its slot (the specials path and the scalar target). Not
+// inlined: the rare specials path would otherwise crowd the chunk loop out of registers.
 template <class Format>
-HWY_INLINE void decode_scalar(const uint8_t* p, float scale, const ChunkOrder& order, VF (&w)[kG]) {
+HWY_NOINLINE void decode_scalar(const uint8_t* p, float scale, const ChunkOrder& order, VF (&w)[kG]) {
   HWY_ALIGN float slots[kChunk];
   for (int64_t i = 0; i < kChunk; ++i) {
     const float v = Format::element(p, i);
@@ -258,7 +270,10 @@ HWY_INLINE void decode_chunk(const uint8_t* p, float scale, const ChunkOrder& or
   decode_scalar<Format>(p, scale, order, w);
 #else
   if constexpr (requires { Format::vector_has_specials(p); }) {
-    if (HWY_UNLIKELY(Format::vector_has_specials(p))) return decode_scalar<Format>(p, scale, order, w);
+    if (HWY_UNLIKELY(Format::vector_has_specials(p))) {
+      if constexpr (requires { Format::decode_specials(p, scale, w); }) return Format::decode_specials(p, scale, w);
+      else return decode_scalar<Format>(p, scale, order, w);
+    }
   }
   Format::decode(p, scale, w);
 #endif

@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <system_error>
 #include <utility>
+
+#include "util/error.hpp"
 
 namespace deltafin::cpu {
 namespace {
@@ -27,17 +30,26 @@ bool spin_until(Pred done) {
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) : size_(std::max(threads, 1)) {
-  workers_.reserve(size_ - 1);
-  for (int i = 1; i < size_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  try {
+    workers_.reserve(size_ - 1);
+    for (int i = 1; i < size_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  } catch (const std::system_error& e) {  // a pids or memory limit: stop the ones started, say so
+    const size_t started = workers_.size();
+    stop_workers();
+    fail("cannot start {} worker threads ({} started: {}); try a smaller --threads", size_ - 1, started, e.what());
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
   wake_cv_.notify_all();
   for (auto& worker : workers_) worker.join();
+  workers_.clear();
 }
 
 void ThreadPool::run_range(int index) {

@@ -33,6 +33,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void stop_workers();        // ends and joins every worker (destructor, failed start)
   void run_range(int index);  // range `index` of the current job
 
   int size_;

@@ -23,6 +23,7 @@
 #include "text/utf8_stream.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace deltafin::cli {
 namespace {
@@ -74,6 +75,7 @@ std::unique_ptr<Drafter> open_drafter(const RunFlags& f, const Engine& target) {
 
 std::string read_prompt_text(const RunFlags& f) {
   if (!f.prompt_file.empty()) {
+    require_regular_file(f.prompt_file, "the prompt file (-f)");
     std::ifstream in(f.prompt_file, std::ios::binary);
     if (!in) fail("{}: cannot read the prompt file", f.prompt_file);
     return std::string(std::istreambuf_iterator<char>(in), {});

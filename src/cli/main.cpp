@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <string>
 
 #include "cli/commands.hpp"
 #include "cpu/simd_target.hpp"
@@ -37,6 +40,13 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "deltafin: out of memory (try a smaller --cache-gb)\n");
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {  // e.g. an unreadable model directory
+    const std::string path = e.path1().empty() ? "" : e.path1().string() + ": ";
+    std::fprintf(stderr, "deltafin: %s%s\n", path.c_str(), e.code().message().c_str());
+    return 1;
+  } catch (const std::exception& e) {  // anything else still ends in one line, never a core
+    std::fprintf(stderr, "deltafin: %s\n", e.what());
     return 1;
   }
   return 1;

@@ -163,8 +163,11 @@ class ModelEngine final : public Engine {
   EngineStats stats() const override {
     const ExpertStoreStats s = store_.stats();
     const PassStats& p = model_.stats();
-    EngineStats out{s.bytes_read, s.hits, s.misses, s.peak_cached_bytes, store_.budget_bytes(),
-                    p.passes, p.positions, p.expert_runs, p.expert_selections};
+    EngineStats out;
+    out.expert_bytes_read = s.bytes_read, out.expert_hits = s.hits, out.expert_misses = s.misses;
+    out.peak_cache_bytes = s.peak_cached_bytes, out.cache_budget_bytes = store_.budget_bytes();
+    out.passes = p.passes, out.positions = p.positions;
+    out.expert_runs = p.expert_runs, out.expert_selections = p.expert_selections;
     out.repeat_reads_in_pass = s.repeat_reads_in_pass;
     out.prefetch_reads = s.prefetch_reads;
     out.prefetch_used = s.prefetch_used;

@@ -2,6 +2,9 @@
 #include "io/drive_queue.hpp"
 
 #include <chrono>
+#include <system_error>
+
+#include "util/error.hpp"
 
 namespace deltafin {
 namespace {
@@ -17,16 +20,24 @@ constexpr uint64_t kMeasuredAfter = 8 << 20;
 
 DriveQueue::DriveQueue(std::string name, int depth) : name_(std::move(name)) {
   stats_.name = name_;
-  for (int i = 0; i < depth; ++i) threads_.emplace_back([this] { work(); });
+  try {
+    for (int i = 0; i < depth; ++i) threads_.emplace_back([this] { work(); });
+  } catch (const std::system_error& e) {  // a pids or memory limit: stop the ones started, say so
+    stop();
+    fail("drive {}: cannot start {} reader threads: {}", name_, depth, e.what());
+  }
 }
 
-DriveQueue::~DriveQueue() {
+DriveQueue::~DriveQueue() { stop(); }
+
+void DriveQueue::stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   for (std::thread& t : threads_) t.join();
+  threads_.clear();
 }
 
 void DriveQueue::submit(ReadJob job) {

@@ -58,6 +58,7 @@ class DriveQueue {
 
  private:
   void work();
+  void stop();  // ends and joins every reader thread (destructor, failed start)
 
   std::string name_;
   mutable std::mutex mutex_;

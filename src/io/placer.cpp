@@ -20,6 +20,7 @@
 #include "io/read_only_file.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace deltafin {
 namespace fs = std::filesystem;
@@ -56,6 +57,7 @@ void sync_or_fail(int fd, const std::string& path) {
 // Records already written by an interrupted run of the same plan: index -> xxh3.
 std::map<size_t, uint64_t> read_journal(const std::string& path, uint64_t plan_hash) {
   std::map<size_t, uint64_t> done;
+  require_regular_file(path, "the placement journal");
   std::ifstream in(path);
   std::string magic, hash;
   if (!in || !std::getline(in, magic) || magic != kJournalMagic || !std::getline(in, hash) ||

@@ -11,6 +11,7 @@
 
 #include "io/aligned_buffer.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace deltafin {
 namespace {
@@ -20,6 +21,7 @@ constexpr uint64_t round_up_to(uint64_t n, uint64_t a) { return (n + a - 1) / a 
 }  // namespace
 
 ReadOnlyFile::ReadOnlyFile(std::string path) : path_(std::move(path)) {
+  require_regular_file(path_, "the file");
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail("{}: cannot open: {}", path_, std::strerror(errno));
   struct stat st {};

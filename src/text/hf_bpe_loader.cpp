@@ -20,6 +20,7 @@
 #include "text/hf_bpe_impl.hpp"
 #include "text/utf8.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace deltafin {
 
@@ -349,6 +350,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json_p
   const std::string& path = tokenizer_json_path;
   simdjson::dom::parser parser;
   simdjson::padded_string json;
+  require_regular_file(path, "tokenizer.json");
   if (auto err = simdjson::padded_string::load(path).get(json))
     fail("{}: cannot read tokenizer.json ({})", path, simdjson::error_message(err));
   element root;

@@ -4,6 +4,7 @@
 
 #include "text/utf8.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -537,6 +538,7 @@ void TiktokenTokenizer::encode_piece(const char* p, size_t n, std::vector<int32_
 namespace {
 
 std::string read_file(const std::string& path, const char* what) {
+  require_regular_file(path, what);
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) fail("{}: cannot open {} ({})", path, what, std::strerror(errno));
   std::string data;

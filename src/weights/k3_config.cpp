@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "weights/config_reader.hpp"
+#include "util/input_file.hpp"
 
 namespace deltafin {
 namespace {
@@ -124,6 +125,7 @@ K3Config parse_k3_config(const std::string& json, const std::string& path) {
 }
 
 K3Config load_k3_config(const std::string& path) {
+  require_regular_file(path, "config.json");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open (is this a model directory?)", path);
   std::stringstream text;

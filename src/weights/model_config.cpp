@@ -9,6 +9,7 @@
 
 #include "util/error.hpp"
 #include "weights/config_reader.hpp"
+#include "util/input_file.hpp"
 
 namespace deltafin {
 namespace {
@@ -185,6 +186,7 @@ ModelConfig parse_model_config(const std::string& json, const std::string& path)
 }
 
 ModelConfig load_model_config(const std::string& path) {
+  require_regular_file(path, "config.json");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open (is this a model directory?)", path);
   std::stringstream text;

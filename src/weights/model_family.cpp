@@ -4,12 +4,14 @@
 #include <simdjson.h>
 
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace deltafin {
 
 ModelFamily detect_model_family(const std::string& config_path) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
+  require_regular_file(config_path, "config.json");
   if (auto err = parser.load(config_path).get(root)) {
     if (err == simdjson::IO_ERROR) fail("{}: cannot open (is this a model directory?)", config_path);
     fail("{}: broken JSON ({})", config_path, simdjson::error_message(err));

@@ -13,6 +13,7 @@
 
 #include "io/expert_record.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace deltafin {
 namespace {
@@ -122,6 +123,7 @@ PlacementManifest parse_placement(std::string_view json, const std::string& path
 }
 
 PlacementManifest read_placement(const std::string& path) {
+  require_regular_file(path, "the placement manifest");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot read the placement manifest", path);
   const std::string text(std::istreambuf_iterator<char>(in), {});
@@ -187,6 +189,7 @@ std::string usage_json(const std::string& model, const ExpertUsage& usage) {
 }
 
 ExpertUsage read_usage(const std::string& path, const std::string& model, const ExpertTable& experts) {
+  require_regular_file(path, "the usage file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot read the usage statistics", path);
   const std::string text(std::istreambuf_iterator<char>(in), {});

@@ -19,6 +19,7 @@
 #include <unordered_set>
 
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace deltafin {
 namespace {
@@ -336,6 +337,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_
 
 SafetensorsHeader read_safetensors_header(const std::string& path) {
   const std::string where = printable(path, 4096);
+  require_regular_file(path, "the shard");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     fail("{}: cannot open: {}", where, std::error_code(errno, std::generic_category()).message());

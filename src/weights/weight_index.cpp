@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace deltafin {
 namespace fs = std::filesystem;
@@ -16,6 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string read_text(const std::string& path) {
+  require_regular_file(path, "the index");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open", path);
   std::stringstream text;

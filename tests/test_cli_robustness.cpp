@@ -1,0 +1,78 @@
+// The CLI under hostile but realistic conditions (issue 12, item 3): directories and FIFOs where
+// files are read, thread and memory limits. Each ends in one line "deltafin: ..." and exit 1:
+// never a crash with a core, never a hang.
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using deltafin::test::run_command;
+using deltafin::test::run_deltafin;
+using deltafin::test::ScratchModel;
+
+namespace {
+
+// A private scratch directory with a FIFO in it (no writer: opening it would block forever).
+struct FifoDir {
+  fs::path dir = fs::temp_directory_path() / ("deltafin-fifo-" + std::to_string(::getpid()));
+  fs::path fifo = dir / "fifo";
+  FifoDir() {
+    fs::create_directories(dir);
+    fs::remove(fifo);
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  }
+  ~FifoDir() { fs::remove_all(dir); }
+};
+
+void expect_one_line(const deltafin::test::CommandResult& r, const std::vector<std::string>& must_contain) {
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.rfind("deltafin: ", 0) == 0);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  for (const std::string& s : must_contain) CHECK(r.output.find(s) != std::string::npos);
+}
+
+// deltafin under `timeout` (a hang fails the test instead of stalling the suite) and a shell
+// prefix (ulimit), on the SIMD target the test process dispatches to.
+deltafin::test::CommandResult run_limited(const std::string& shell_prefix, const std::string& args) {
+  return run_command("bash -c '" + shell_prefix + " DELTAFIN_SIMD=" + deltafin::cpu::simd_current() +
+                     " exec timeout 60 " + DELTAFIN_BINARY + " " + args + "'");
+}
+
+}  // namespace
+
+TEST_CASE("a directory given as an input file is refused in one line", "[bad-input]") {
+  const std::string dir = fs::temp_directory_path().string();
+  expect_one_line(run_deltafin("run -f " + dir), {dir, "prompt file (-f)", "is a directory"});
+  expect_one_line(run_deltafin("run -p hi --placement " + dir), {dir, "placement manifest", "is a directory"});
+}
+
+TEST_CASE("a FIFO given as an input file is refused, not waited on", "[bad-input]") {
+  FifoDir f;
+  expect_one_line(run_limited("", "run -f " + f.fifo.string()), {f.fifo.string(), "is a FIFO"});
+  expect_one_line(run_limited("", "run -p hi --placement " + f.fifo.string()), {f.fifo.string(), "is a FIFO"});
+  // Inside a model directory: config.json as a FIFO.
+  ScratchModel m("dsv3_tiny");
+  fs::remove(m.dir / "config.json");
+  REQUIRE(::mkfifo((m.dir / "config.json").c_str(), 0600) == 0);
+  expect_one_line(run_limited("", "logits -m " + m.dir.string() + " --tokens 1,2 --out " + (f.dir / "o.npy").string()),
+                  {"config.json", "is a FIFO"});
+}
+
+TEST_CASE("worker threads that cannot start give one line suggesting --threads", "[bad-input]") {
+  // 2 GB of address space holds a few hundred 8 MB thread stacks, not a thousand.
+  expect_one_line(run_limited("ulimit -v 2000000;", "run -p hi -n 2 --threads 1000"),
+                  {"cannot start 999 worker threads", "--threads"});
+}
+
+TEST_CASE("a tiny address-space limit gives one line, not a core", "[bad-input]") {
+  const auto r = run_limited("ulimit -v 100000;", "run -p hi -n 2");
+  expect_one_line(r, {});
+}

@@ -1,6 +1,6 @@
-// The CLI under hostile but realistic conditions (issue 12, item 3): directories and FIFOs where
-// files are read, thread and memory limits. Each ends in one line "deltafin: ..." and exit 1:
-// never a crash with a core, never a hang.
+// The CLI under hostile but realistic conditions (issue 12, items 3 and 6): directories and FIFOs
+// where files are read, thread and memory limits, a full or vanished stdout. Each ends in one line
+// "deltafin: ..." and exit 1: never a crash with a core, never a hang, never lost output with exit 0.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -75,4 +75,27 @@ TEST_CASE("worker threads that cannot start give one line suggesting --threads",
 TEST_CASE("a tiny address-space limit gives one line, not a core", "[bad-input]") {
   const auto r = run_limited("ulimit -v 100000;", "run -p hi -n 2");
   expect_one_line(r, {});
+}
+
+// Issue 12, item 6: output that does not reach stdout is an error.
+TEST_CASE("a full stdout is an error naming stdout", "[bad-input]") {
+  const std::string bin = std::string("DELTAFIN_SIMD=") + deltafin::cpu::simd_current() + " " + DELTAFIN_BINARY;
+  for (const std::string& command : {bin + " run -p def -n 8", bin + " inspect", "echo hello | " + bin + " tokenize"}) {
+    CAPTURE(command);
+    // stderr to the captured pipe, stdout to the full device
+    expect_one_line(run_command("bash -c '" + command + " 2>&1 >/dev/full'"), {"stdout: No space left on device"});
+  }
+}
+
+TEST_CASE("with SIGPIPE ignored, run stops when its reader goes away", "[bad-input]") {
+  const fs::path err = fs::temp_directory_path() / ("deltafin-epipe-" + std::to_string(::getpid()));
+  // 20,000 tokens would take half a minute; the reader leaves after 10 bytes.
+  const auto r = run_command("bash -c 'trap \"\" PIPE; DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " timeout 60 " +
+                             DELTAFIN_BINARY + " run -p def -n 20000 --ignore-eos 2>" + err.string() +
+                             " | head -c 10 >/dev/null; exit ${PIPESTATUS[0]}'");
+  const auto message = run_command("cat " + err.string());
+  fs::remove(err);
+  INFO(message.output);
+  CHECK(r.exit_code == 1);
+  CHECK(message.output == "deltafin: stdout: Broken pipe\n");
 }

@@ -139,9 +139,10 @@ int run(const RunFlags& f) {
   std::vector<int32_t>& generated = report.generated;
   Utf8Stream utf8;
   StopStrings stops(f.stops);
-  auto emit = [](const std::string& s) {
+  auto emit = [](const std::string& s) {  // stops the run at the first failed write
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
+    check_stdout();
   };
   // Emits one token; false once generation is over (stop token, stop string or -n reached).
   auto take = [&](int32_t token) {

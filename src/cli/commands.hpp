@@ -32,6 +32,10 @@ std::string model_dir_or_default(const std::string& given);
 // --no-bypass.
 void add_engine_flags(CLI::App& app, EngineOptions& options);
 
+// Throws Error "stdout: <reason>" once a write to stdout has failed (a full disk, a reader that
+// went away while SIGPIPE is ignored): output that was lost is an error, never exit 0.
+void check_stdout();
+
 // Parses "1,17,300" into ids; throws deltafin::Error naming the flag on bad input.
 std::vector<int32_t> parse_token_list(const std::string& text, const char* flag);
 

@@ -1,5 +1,7 @@
 // Flags and output shared by the subcommands.
+#include <cerrno>
 #include <cinttypes>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <cstdio>
@@ -19,6 +21,10 @@ std::filesystem::path executable_dir() {
 }
 
 }  // namespace
+
+void check_stdout() {
+  if (std::ferror(stdout)) fail("stdout: {}", std::strerror(errno != 0 ? errno : EIO));
+}
 
 std::string model_dir_or_default(const std::string& given) {
   if (!given.empty()) return given;

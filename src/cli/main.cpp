@@ -33,8 +33,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    for (const cli::Command& command : commands)
-      if (command.app->parsed()) return command.run();
+    for (const cli::Command& command : commands) {
+      if (!command.app->parsed()) continue;
+      const int code = command.run();
+      std::fflush(stdout);
+      cli::check_stdout();  // what the command printed must have reached stdout
+      return code;
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "deltafin: %s\n", e.what());
     return 1;

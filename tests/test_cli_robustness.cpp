@@ -1,6 +1,7 @@
-// The CLI under hostile but realistic conditions (issue 12, items 3 and 6): directories and FIFOs
-// where files are read, thread and memory limits, a full or vanished stdout. Each ends in one line
-// "deltafin: ..." and exit 1: never a crash with a core, never a hang, never lost output with exit 0.
+// The CLI under hostile but realistic conditions (issue 12, items 3, 6, 7): directories and FIFOs
+// where files are read, thread and memory limits, a full or vanished stdout, the context limit.
+// Each ends in one line "deltafin: ..." and exit 1: never a crash with a core, never a hang, never
+// lost output with exit 0.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -91,11 +92,20 @@ TEST_CASE("with SIGPIPE ignored, run stops when its reader goes away", "[bad-inp
   const fs::path err = fs::temp_directory_path() / ("deltafin-epipe-" + std::to_string(::getpid()));
   // 20,000 tokens would take half a minute; the reader leaves after 10 bytes.
   const auto r = run_command("bash -c 'trap \"\" PIPE; DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " timeout 60 " +
-                             DELTAFIN_BINARY + " run -p def -n 20000 --ignore-eos 2>" + err.string() +
+                             DELTAFIN_BINARY + " run -p def -n 20000 --ignore-eos --past-context 2>" + err.string() +
                              " | head -c 10 >/dev/null; exit ${PIPESTATUS[0]}'");
   const auto message = run_command("cat " + err.string());
   fs::remove(err);
   INFO(message.output);
   CHECK(r.exit_code == 1);
   CHECK(message.output == "deltafin: stdout: Broken pipe\n");
+}
+
+// Issue 12, item 7: the model's context is a limit unless the user lifts it.
+TEST_CASE("a prompt and -n past the model's context are refused in one line", "[bad-input]") {
+  expect_one_line(run_deltafin("run -p def -n 20000"),
+                  {"-n 20000 need 20001 positions", "context of 16384 (max_position_embeddings)", "--past-context"});
+  const auto r = run_deltafin("run -p def -n 4 --ignore-eos --ids");  // inside the context: runs
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
 }

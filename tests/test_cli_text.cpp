@@ -113,7 +113,7 @@ TEST_CASE("Ctrl-C stops generation cleanly and still prints the receipt", "[cli-
     freopen("/dev/null", "w", stdout);
     freopen(err.c_str(), "w", stderr);
     execl(DELTAFIN_BINARY, "deltafin", "run", "-m", kModel.c_str(), "-p", "def", "-n", "100000000", "--ignore-eos",
-          "--stats", static_cast<char*>(nullptr));
+          "--past-context", "--stats", static_cast<char*>(nullptr));
     _exit(127);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(800));

@@ -30,6 +30,7 @@ struct ModelSummary {
   std::string architecture;     // e.g. "kimi_k2 (DeepSeek-V3)"
   int64_t vocab_size = 0;
   int64_t eos_token_id = -1;
+  int64_t context_length = 0;   // max_position_embeddings; 0: not stated
   uint64_t spine_bytes = 0;     // resident weights
   int64_t moe_layers = 0;       // layers with routed experts
 };

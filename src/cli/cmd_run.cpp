@@ -38,7 +38,7 @@ void on_sigint(int) {
 struct RunFlags {
   EngineOptions engine;
   std::string prompt, prompt_file, tokens, system, stats_json, record_usage;
-  bool prompt_given = false, chat = false, ids = false, stats = false, ignore_eos = false;
+  bool prompt_given = false, chat = false, ids = false, stats = false, ignore_eos = false, past_context = false;
   int64_t max_new = 256;
   SamplerOptions sampler;
   std::vector<std::string> stops;
@@ -115,6 +115,12 @@ int run(const RunFlags& f) {
   if (!f.ids && !tokenizer) fail("--tokens prompts print ids: add --ids (no tokenizer is loaded)");
 
   auto engine = Engine::open(f.engine);
+  const int64_t context_length = engine->summary().context_length;
+  const int64_t needed = static_cast<int64_t>(prompt.size()) + std::min<int64_t>(f.max_new, INT64_MAX / 2);
+  if (context_length > 0 && needed > context_length && !f.past_context)
+    fail("the prompt ({} tokens) and -n {} need {} positions, past the model's context of {} "
+         "(max_position_embeddings): shorten them, or pass --past-context",
+         prompt.size(), f.max_new, needed, context_length);
   if (engine->summary().eos_token_id >= 0) stop_ids.push_back(static_cast<int32_t>(engine->summary().eos_token_id));
   if (f.ignore_eos) stop_ids.clear();
   auto session = engine->new_session();
@@ -215,6 +221,8 @@ Command register_run(CLI::App& app) {
   sub->add_option("--draft-model", f->draft_model, "Draft model directory (shares the target's tokenizer)");
   sub->add_option("--draft-k", f->speculative.max_k, "Most guesses per target pass")->capture_default_str();
   sub->add_flag("--no-adaptive{false}", f->speculative.adaptive, "Always draft --draft-k guesses (no cost model)");
+  sub->add_flag("--past-context", f->past_context,
+                "Allow the prompt + -n past the model's context (max_position_embeddings); quality there is undefined");
   sub->add_flag("--stats", f->stats, "Print the receipt to stderr");
   sub->add_option("--stats-json", f->stats_json, "Write the receipt as JSON to this file");
   sub->add_option("--record-usage", f->record_usage,

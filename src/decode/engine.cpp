@@ -36,6 +36,7 @@ struct K2Family {
   static std::string name(const Config& c) { return fmt::format("{} (DeepSeek-V3 architecture)", c.model_type); }
   static int64_t vocab(const Config& c) { return c.vocab_size; }
   static int64_t eos(const Config& c) { return c.eos_token_id; }
+  static int64_t context(const Config& c) { return c.max_position_embeddings; }
 };
 
 struct K3Family {
@@ -49,6 +50,7 @@ struct K3Family {
   static std::string name(const Config&) { return "kimi_k3 (KDA + gated MLA hybrid)"; }
   static int64_t vocab(const Config& c) { return c.vocab_size; }
   static int64_t eos(const Config& c) { return c.eos_token_id; }
+  static int64_t context(const Config& c) { return c.max_position_embeddings; }
 };
 
 // Expert records come from the placement when there is one (given, or next to the model), else
@@ -151,6 +153,7 @@ class ModelEngine final : public Engine {
     summary_.architecture = F::name(config_);
     summary_.vocab_size = F::vocab(config_);
     summary_.eos_token_id = F::eos(config_);
+    summary_.context_length = F::context(config_);
     summary_.spine_bytes = model_.spine_bytes();
     for (int64_t l = 0; l < experts_.layers(); ++l) summary_.moe_layers += experts_.has(l) ? 1 : 0;
     if (o.lookahead) model_.set_lookahead(store_.budget_bytes() / 4);

@@ -47,6 +47,7 @@ K3Config parse_k3_config(const std::string& json, const std::string& path) {
   K3Config c;
   c.path = path;
   c.vocab_size = cfg.integer("vocab_size");
+  c.max_position_embeddings = cfg.integer("max_position_embeddings", 0);
   c.hidden_size = cfg.integer("hidden_size");
   c.num_hidden_layers = cfg.integer("num_hidden_layers");
   c.intermediate_size = cfg.integer("intermediate_size");

@@ -109,3 +109,25 @@ TEST_CASE("a prompt and -n past the model's context are refused in one line", "[
   INFO(r.output);
   CHECK(r.exit_code == 0);
 }
+
+// Issue 12, item 10 (flags): out-of-range values are refused in one line, and CLI11's own parse
+// errors end like every other error (exit 1, not 104-114).
+TEST_CASE("out-of-range and malformed flags give one line and exit 1", "[bad-input]") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run -p def -n 2 --cache-gb nan", "--cache-gb must be"},
+      {"run -p def -n 2 --cache-gb inf", "--cache-gb must be"},
+      {"run -p def -n 2 --threads -5", "--threads must be >= 0"},
+      {"run -p def -n 2 --draft-k -3", "--draft-k must be 0..16"},
+      {"run -p def -n 2 --draft-k 1000", "--draft-k must be 0..16"},
+      {"run -p def -n 2 --seed -1", "--seed"},
+      {"run -p def -n 2 --no-such-flag", "no-such-flag"},
+      {"run -p def -n two", "-n"},
+      {"frobnicate", "unknown command 'frobnicate' (commands: run, logits"},
+  };
+  for (const auto& [args, needle] : cases) {
+    CAPTURE(args);
+    expect_one_line(run_deltafin(args), {needle});
+  }
+  const auto help = run_deltafin("run --help");
+  CHECK(help.exit_code == 0);
+}

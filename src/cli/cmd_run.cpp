@@ -89,6 +89,8 @@ std::string read_prompt_text(const RunFlags& f) {
 int run(const RunFlags& f) {
   using Clock = std::chrono::steady_clock;
   if (f.max_new < 0) fail("-n: must be >= 0 (got {})", f.max_new);
+  if (f.speculative.max_k < 0 || f.speculative.max_k > 16)
+    fail("--draft-k must be 0..16 (0: no drafts; got {})", f.speculative.max_k);
   Sampler sampler(f.sampler);
   std::unique_ptr<Tokenizer> tokenizer;
   std::vector<int32_t> prompt;
@@ -211,7 +213,9 @@ Command register_run(CLI::App& app) {
   sub->add_option("--top-k", f->sampler.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
   sub->add_option("--top-p", f->sampler.top_p, "Nucleus sampling threshold (1: off)")->capture_default_str();
   sub->add_option("--min-p", f->sampler.min_p, "Drop tokens below min-p x the top probability (0: off)")->capture_default_str();
-  sub->add_option("--seed", f->sampler.seed, "Seed of the sampler")->capture_default_str();
+  sub->add_option("--seed", f->sampler.seed, "Seed of the sampler (0 .. 2^64 - 1)")
+      ->check(CLI::Validator([](std::string& s) { return s.find('-') != std::string::npos ? std::string("must not be negative") : std::string(); }, "", "SEED"))
+      ->capture_default_str();
   sub->add_option("--stop", f->stops, "Stop when the output contains this text (repeatable)");
   sub->add_flag("--ids", f->ids, "Print generated token ids, space-separated, on one line");
   sub->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-sequence or end-of-turn tokens");

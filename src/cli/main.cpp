@@ -2,6 +2,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -27,10 +28,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "deltafin: %s\n", e.what());
     return 1;
   }
+  if (argc > 1 && argv[1][0] != '-') {  // name the command that does not exist
+    std::string names;
+    bool known = false;
+    for (const cli::Command& command : commands) {
+      known = known || command.app->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + command.app->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "deltafin: unknown command '%s' (commands: %s)\n", argv[1], names.c_str());
+      return 1;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::string message = e.what();  // one line, exit 1, like every other error
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::fprintf(stderr, "deltafin: %s (see --help)\n", message.c_str());
+    return 1;
   }
   try {
     for (const cli::Command& command : commands) {

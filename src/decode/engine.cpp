@@ -200,7 +200,9 @@ class ModelEngine final : public Engine {
 }  // namespace
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
-  if (options.cache_gb < 0) fail("--cache-gb must be >= 0 (got {})", options.cache_gb);
+  if (!(options.cache_gb >= 0 && options.cache_gb <= 1e9))  // also NaN and inf
+    fail("--cache-gb must be a number of GB >= 0 (got {})", options.cache_gb);
+  if (options.threads < 0) fail("--threads must be >= 0 (0: one per hardware thread; got {})", options.threads);
   if (options.chunk <= 0) fail("--chunk must be positive (got {})", options.chunk);
   if (options.io_depth < 1 || options.io_depth > 256) fail("--io-depth must be 1..256 (got {})", options.io_depth);
   if (!(options.io_piece_mb >= 0.004 && options.io_piece_mb <= 1024))

@@ -132,13 +132,14 @@ int run(const RunFlags& f) {
 
   const auto t0 = Clock::now();
   std::vector<float> logits;
+  size_t prefilled = 0;  // what was appended (less than the prompt after Ctrl-C)
   {
     Progress progress("prefill", static_cast<int64_t>(prompt.size()));
-    for (size_t done = 0; done < prompt.size() && !g_interrupted;) {
-      const size_t n = std::min<size_t>(f.engine.chunk, prompt.size() - done);
-      logits = session->append(std::span<const int32_t>(prompt).subspan(done, n), false);
-      done += n;
-      progress.update(static_cast<int64_t>(done));
+    while (prefilled < prompt.size() && !g_interrupted) {
+      const size_t n = std::min<size_t>(f.engine.chunk, prompt.size() - prefilled);
+      logits = session->append(std::span<const int32_t>(prompt).subspan(prefilled, n), false);
+      prefilled += n;
+      progress.update(static_cast<int64_t>(prefilled));
     }
   }
   const auto t1 = Clock::now();
@@ -186,7 +187,7 @@ int run(const RunFlags& f) {
   std::signal(SIGINT, SIG_DFL);
   if (g_interrupted) std::fprintf(stderr, "deltafin: interrupted\n");
   report.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
-  report.prefill_tokens = static_cast<int64_t>(prompt.size());
+  report.prefill_tokens = static_cast<int64_t>(prefilled);
   report.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
   report.decode_tokens = static_cast<int64_t>(decoder.stats().steps);
   report.speculative = decoder.stats();

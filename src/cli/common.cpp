@@ -27,7 +27,13 @@ void check_stdout() {
 }
 
 std::string model_dir_or_default(const std::string& given) {
-  if (!given.empty()) return given;
+  if (!given.empty()) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(given, ec);
+    if (!std::filesystem::exists(status)) fail("-m {}: no such directory", given);
+    if (!std::filesystem::is_directory(status)) fail("-m {}: not a directory (a model is a directory with config.json)", given);
+    return given;
+  }
   std::vector<std::filesystem::path> candidates;
   if (const char* env = std::getenv("DELTAFIN_MODEL")) candidates.emplace_back(env);
   const std::filesystem::path exe = executable_dir();

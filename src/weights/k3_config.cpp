@@ -58,6 +58,8 @@ K3Config parse_k3_config(const std::string& json, const std::string& path) {
   c.tie_word_embeddings = cfg.boolean("tie_word_embeddings", false);
   c.bos_token_id = cfg.token_id("bos_token_id");
   c.eos_token_id = cfg.token_id("eos_token_id");
+  if (c.eos_token_id >= c.vocab_size)
+    fail("{}: eos_token_id {} is outside the vocabulary (0..{})", path, c.eos_token_id, c.vocab_size - 1);
 
   const std::string act = cfg.string("hidden_act", "situ");
   if (act != "situ") fail("{}: hidden_act '{}' is not supported for Kimi K3 (expected situ)", path, act);

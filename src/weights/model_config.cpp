@@ -150,6 +150,8 @@ ModelConfig parse_model_config(const std::string& json, const std::string& path)
   c.tie_word_embeddings = cfg.boolean("tie_word_embeddings", false);
   c.bos_token_id = cfg.token_id("bos_token_id");
   c.eos_token_id = cfg.token_id("eos_token_id");
+  if (c.eos_token_id >= c.vocab_size)
+    fail("{}: eos_token_id {} is outside the vocabulary (0..{})", path, c.eos_token_id, c.vocab_size - 1);
   c.rope = read_rope(cfg, path);
   if (cfg.boolean("rope_interleave", true) == false)
     fail("{}: rope_interleave false is not supported (Kimi/DeepSeek checkpoints are interleaved)", path);

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 #include <unistd.h>
 
@@ -128,6 +129,34 @@ TEST_CASE("Ctrl-C stops generation cleanly and still prints the receipt", "[cli-
   CHECK(log.find("interrupted") != std::string::npos);
   CHECK(log.find("ids hash") != std::string::npos);
   fs::remove(err);
+}
+
+TEST_CASE("Ctrl-C during prefill: the receipt counts the positions appended, not the whole prompt", "[cli-text]") {
+  const fs::path err = fs::temp_directory_path() / ("deltafin-sigint-prefill-" + std::to_string(::getpid()));
+  std::string tokens = "5";
+  for (int i = 1; i < 16000; ++i) tokens += ",5";  // one position a pass: about 20 s of prefill
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    freopen("/dev/null", "w", stdout);
+    freopen(err.c_str(), "w", stderr);
+    execl(DELTAFIN_BINARY, "deltafin", "run", "-m", kModel.c_str(), "--tokens", tokens.c_str(), "--ids", "-n", "1",
+          "--chunk", "1", "--past-context", "--stats", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  kill(child, SIGINT);
+  int status = 0;
+  waitpid(child, &status, 0);
+  std::ifstream in(err);
+  const std::string log((std::istreambuf_iterator<char>(in)), {});
+  fs::remove(err);
+  INFO(log);
+  std::smatch match;
+  REQUIRE(std::regex_search(log, match, std::regex(R"(prefill\s+(\d+) tokens)")));
+  const long prefilled = std::stol(match[1]);
+  CHECK(prefilled > 0);
+  CHECK(prefilled < 16000);
 }
 
 TEST_CASE("the version line names the SIMD target; DELTAFIN_SIMD forces one and refuses unknown names", "[cli-text]") {

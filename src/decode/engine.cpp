@@ -9,6 +9,7 @@
 //       state is bit-identical to never having gone further).
 #include <deltafin/engine.hpp>
 
+#include <cmath>
 #include <deque>
 #include <filesystem>
 
@@ -99,6 +100,12 @@ class ModelSession final : public Session {
       done += m;
     }
     history_.insert(history_.end(), tokens.begin(), tokens.end());
+    // Weights are checked as they load, so this catches what the inputs or the arithmetic made
+    // (an overflow): refuse rather than sample token 0 from NaN.
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (!std::isfinite(logits[i]))
+        fail("the pass over positions {}..{} gave a non-finite logit (token {}): an activation overflowed or a weight is damaged",
+             position_ - n, position_ - 1, static_cast<int64_t>(i % static_cast<size_t>(vocab)));
     return logits;
   }
 

@@ -6,6 +6,7 @@
 
 #include "util/error.hpp"
 #include "util/human_bytes.hpp"
+#include "weights/finite_check.hpp"
 
 namespace deltafin {
 
@@ -75,7 +76,7 @@ void ExpertStore::start_read(Entry& e, bool urgent) {
   ++reads_in_flight_;
   const Key k = key(e.layer, e.expert);
   reader_.read(e.layer, e.expert, w->storage.data(), urgent, [this, k, w](std::exception_ptr error) {
-    if (!error) error = check_scales(k, *w);
+    if (!error) error = check_finite(k, *w);
     std::lock_guard lock(mutex_);
     Entry& done = entries_.at(k);
     --reads_in_flight_;
@@ -92,14 +93,17 @@ void ExpertStore::start_read(Entry& e, bool urgent) {
   });
 }
 
-std::exception_ptr ExpertStore::check_scales(Key k, const ExpertWeights& w) const {
-  // An E8M0 scale byte of 0xFF is NaN: refuse the expert rather than compute garbage.
+std::exception_ptr ExpertStore::check_finite(Key k, const ExpertWeights& w) const {
+  // A NaN or Inf weight or scale (E8M0 0xFF, an fp8 NaN code, a bf16 exponent of all ones):
+  // refuse the expert rather than compute garbage. Runs as each record arrives, far above drive speed.
   const ExpertRef& ref = experts_.at(static_cast<int64_t>(k >> 32), static_cast<int64_t>(k & 0xFFFFFFFF));
   for (int p = 0; p < 3; ++p) {
     const MatrixRef& m = ref.proj[p];
-    if (m.format != WeightFormat::MXFP4 || !std::memchr(w.proj[p].scales, 0xFF, m.scale.info->nbytes)) continue;
-    return std::make_exception_ptr(Error(fmt::format("{}: tensor '{}.weight_scale' holds the E8M0 NaN byte 0xFF (corrupt checkpoint?)",
-                                                     index_.shard_path(m.scale.shard), m.name)));
+    const auto bad = find_non_finite(w.proj[p]);
+    if (!bad) continue;
+    const TensorRef& t = bad->in_scales ? m.scale : m.weight;
+    return std::make_exception_ptr(Error(fmt::format("{}: tensor '{}' holds NaN or Inf at element {} (corrupt checkpoint?)",
+                                                     index_.shard_path(t.shard), t.info->name, bad->index)));
   }
   return nullptr;
 }

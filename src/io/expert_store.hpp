@@ -97,7 +97,7 @@ class ExpertStore {
   void start_read(Entry& e, bool urgent);   // mutex held; room already made
   void issue_queued();                      // mutex held: start queued requests in order while room allows
   void evict(Key k);
-  std::exception_ptr check_scales(Key k, const ExpertWeights& w) const;
+  std::exception_ptr check_finite(Key k, const ExpertWeights& w) const;
   void unpin(Key k);
 
   const WeightIndex& index_;

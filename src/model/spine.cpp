@@ -1,7 +1,11 @@
 // Spine loading (see spine.hpp).
 #include "model/spine.hpp"
 
+#include <cmath>
+
 #include "cpu/matmul.hpp"
+#include "util/error.hpp"
+#include "weights/finite_check.hpp"
 
 namespace deltafin {
 
@@ -16,6 +20,7 @@ SpineMatrix load_spine_matrix(const WeightIndex& index, const std::string& name,
     index.read(ref.scale, m.scales.data());
     m.view.scales = m.scales.data();
   }
+  require_finite(m.view, ref.weight.info->name, ref.scale.info ? ref.scale.info->name : "");
   return m;
 }
 
@@ -34,6 +39,8 @@ std::vector<float> load_spine_floats(const WeightIndex& index, const std::string
                                                                : WeightFormat::F16;
   std::vector<float> out(n);
   cpu::dequantize_row(WeightView{format, raw.data(), 1, n, nullptr}, 0, out.data());
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(out[i])) fail("tensor '{}': element {} is NaN or Inf; the checkpoint is damaged", ref.info->name, i);
   return out;
 }
 

@@ -38,13 +38,18 @@ class ConfigReader {
   }
   int64_t integer(const char* key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
 
+  // A finite float: 1e308 (inf as a float) or a value that is not a number is refused.
   float number(const char* key) const {
     element e = required(key);
     double d;
-    if (e.get_double().get(d) == simdjson::SUCCESS) return static_cast<float>(d);
     int64_t i;
-    if (e.get_int64().get(i) == simdjson::SUCCESS) return static_cast<float>(i);
-    fail("{}: field '{}' must be a number", path_, key);
+    if (e.get_double().get(d) != simdjson::SUCCESS) {
+      if (e.get_int64().get(i) != simdjson::SUCCESS) fail("{}: field '{}' must be a number", path_, key);
+      d = static_cast<double>(i);
+    }
+    const float f = static_cast<float>(d);
+    if (!std::isfinite(f)) fail("{}: field '{}' is {}, outside the float range", path_, key, d);
+    return f;
   }
   float number(const char* key, float fallback) const { return has(key) ? number(key) : fallback; }
 

@@ -102,6 +102,8 @@ K3Config parse_k3_config(const std::string& json, const std::string& path) {
   c.latent_norm = cfg.boolean("latent_moe_use_norm", true);
   c.renormalize = cfg.boolean("moe_renormalize", true);
   c.routed_scaling_factor = cfg.number("routed_scaling_factor", 1.0f);
+  if (!(c.routed_scaling_factor > 0 && c.routed_scaling_factor <= 1e4f))
+    fail("{}: field 'routed_scaling_factor' must be in (0, 1e4] (got {})", path, c.routed_scaling_factor);
   const std::string router = cfg.string("moe_router_activation_func", "sigmoid");
   if (router != "sigmoid") fail("{}: moe_router_activation_func '{}' is not supported (expected sigmoid)", path, router);
   if (cfg.integer("num_expert_group", 1) != 1 || cfg.integer("topk_group", 1) != 1)

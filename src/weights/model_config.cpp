@@ -140,6 +140,8 @@ ModelConfig parse_model_config(const std::string& json, const std::string& path)
     c.topk_group = cfg.integer("topk_group", 1);
     c.norm_topk_prob = cfg.boolean("norm_topk_prob", true);
     c.routed_scaling_factor = cfg.number("routed_scaling_factor", 1.0f);
+    if (!(c.routed_scaling_factor > 0 && c.routed_scaling_factor <= 1e4f))
+      fail("{}: field 'routed_scaling_factor' must be in (0, 1e4] (got {})", path, c.routed_scaling_factor);
     const std::string scoring = cfg.string("scoring_func", "sigmoid");
     if (scoring != "sigmoid") fail("{}: scoring_func '{}' is not supported (expected sigmoid)", path, scoring);
   }

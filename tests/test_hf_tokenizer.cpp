@@ -277,6 +277,20 @@ TEST_CASE("hf tokenizer loader: bad input gives one-line errors naming file and 
 
   const std::string not_object = dir.write("arr.json", "[1, 2]");
   CHECK_THAT(load_error(not_object), Contains(not_object));
+
+  // One huge id in a small file (issue 12, item 9: 100,000,000 once cost 3.1 GB): refused, naming the entry.
+  std::string huge_json = synthetic_json(kByteLevelRegex);
+  const size_t at = huge_json.find("\"he\": 256");
+  REQUIRE(at != std::string::npos);
+  huge_json.replace(at, std::string("\"he\": 256").size(), "\"he\": 100000000");
+  const std::string huge = dir.write("huge.json", huge_json);
+  CHECK_THAT(load_error(huge), Contains(huge) && Contains("model.vocab[\"he\"]") && Contains("100000000"));
+  std::string huge_added = synthetic_json(kByteLevelRegex);
+  const size_t added_at = huge_added.find("300");
+  REQUIRE(added_at != std::string::npos);
+  huge_added.replace(added_at, 3, "99999999");
+  const std::string huge2 = dir.write("huge2.json", huge_added);
+  CHECK_THAT(load_error(huge2), Contains("added_tokens[") && Contains("99999999"));
   for (const std::string& p : {missing, broken, wordpiece, bad_merge, bad_pre, bad_norm, bad_regex})
     CHECK(load_error(p).find('\n') == std::string::npos);
 }

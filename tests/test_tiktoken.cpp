@@ -192,6 +192,9 @@ TEST_CASE("tiktoken loader: bad input gives one-line errors naming file and line
   CHECK_THAT(error_of(bad_b64), Contains(bad_b64 + ":257:") && Contains("bad base64"));
   const std::string bad_pad = write_temp("bad_pad.tiktoken", small_ranks("YWI 256\n"));
   CHECK_THAT(error_of(bad_pad), Contains(bad_pad + ":257:") && Contains("bad base64"));
+  // One huge rank in a small file (issue 12, item 9): refused before any table is sized by it.
+  const std::string huge = write_temp("huge_rank.tiktoken", small_ranks("YWI= 9999999\n"));
+  CHECK_THAT(error_of(huge), Contains(huge + ":257:") && Contains("rank 9999999 out of range"));
   const std::string dup = write_temp("dup.tiktoken", small_ranks("YWI= 256\nYWM= 256\n"));
   CHECK_THAT(error_of(dup), Contains(dup + ":258:") && Contains("repeats line 257"));
   const std::string dup_bytes = write_temp("dup_bytes.tiktoken", small_ranks("YWI= 256\nYWI= 257\n"));

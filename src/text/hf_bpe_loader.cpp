@@ -117,7 +117,16 @@ namespace {
 struct Loader {
   const std::string& path;
   HfBpeTokenizer::Impl& m;
+  // Entries (vocab + added tokens). Ids may leave gaps but stay below 2 * entries + 1024, so one
+  // huge id in a small file cannot demand a table of gigabytes.
+  int64_t entries = 0;
   bool saw_byte_level = false;
+
+  void check_id(int64_t id, const std::string& entry) const {
+    const int64_t limit = 2 * entries + 1024;
+    if (id >= limit)
+      fail("{}: {} has id {}, far past the file's {} entries (ids must be below {})", path, entry, id, entries, limit);
+  }
 
   template <typename E>  // element or simdjson_result<element>
   std::string_view str(E e, const std::string& field) const {
@@ -258,6 +267,7 @@ struct Loader {
     for (auto [key, value] : vocab) {
       int64_t id;
       if (value.get(id) || id < 0 || id > INT32_MAX / 2) fail("{}: model.vocab[\"{}\"] is not a valid id", path, key);
+      check_id(id, fmt::format("model.vocab[\"{}\"]", key));
       by_string.emplace(key, static_cast<int32_t>(id));
       if (id >= static_cast<int64_t>(m.bytes_of.size())) m.bytes_of.resize(id + 1);
       m.bytes_of[id] = to_raw(key, raw) ? raw : std::string(key);  // other tokens: their UTF-8 text
@@ -316,6 +326,7 @@ struct Loader {
       t.content = std::string(str(o["content"], field + ".content"));
       int64_t id;
       if (o["id"].get(id) || id < 0 || id > INT32_MAX / 2) fail("{}: {}.id is not a valid id", path, field);
+      check_id(id, field);
       if (t.content.empty()) fail("{}: {}.content is empty", path, field);
       t.id = static_cast<int32_t>(id);
       t.special = flag(o, "special", field);
@@ -361,6 +372,12 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json_p
   impl->source = path;
   hf_bpe::Loader loader{path, *impl};
   element e;
+  {
+    simdjson::dom::object vocab;
+    simdjson::dom::array added;
+    if (!root["model"]["vocab"].get(vocab)) loader.entries += static_cast<int64_t>(vocab.size());
+    if (!root["added_tokens"].get(added)) loader.entries += static_cast<int64_t>(added.size());
+  }
   if (root["model"].get(e)) fail("{}: model is missing", path);
   loader.model(e);
   if (!root["normalizer"].get(e)) loader.normalizer(e, "normalizer");

@@ -583,7 +583,10 @@ bool base64_decode(std::string_view in, std::string& out) {
 
 std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
   const std::string data = read_file(path, "tiktoken ranks");
-  constexpr uint32_t kMaxRank = 1u << 24;
+  // Ranks may leave gaps but stay below 2 * lines + 1024 (and 2^24), so one huge rank in a small
+  // file cannot demand a table of gigabytes.
+  const uint64_t lines = static_cast<uint64_t>(std::count(data.begin(), data.end(), '\n')) + 1;
+  const uint32_t kMaxRank = static_cast<uint32_t>(std::min<uint64_t>(1u << 24, 2 * lines + 1024));
   std::vector<std::string> tokens;
   std::vector<uint32_t> line_of;  // line number per rank, 0: none yet
   std::string bytes;

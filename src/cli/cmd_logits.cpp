@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "util/atomic_file.hpp"
 #include "util/npy.hpp"
 
 namespace deltafin::cli {
@@ -16,14 +17,15 @@ Command register_logits(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("logits", "Write the logits of every position to a .npy file");
   add_engine_flags(*sub, flags->engine);
   sub->add_option("--tokens", flags->tokens, "Comma-separated token ids")->required();
-  sub->add_option("--out", flags->out, "Output .npy file (float32, shape [T, vocab])")->required();
+  sub->add_option("--out", flags->out, "Output .npy file (float32, shape [T, vocab]; - for stdout)")->required();
   return {sub, [flags] {
             const std::vector<int32_t> ids = parse_token_list(flags->tokens, "--tokens");
             flags->engine.model_dir = model_dir_or_default(flags->engine.model_dir);
+            OutputFile out(flags->out);  // before the run: a wrong directory fails at once
             auto engine = Engine::open(flags->engine);
             auto session = engine->new_session();
             const std::vector<float> logits = session->append(ids, true);
-            write_npy_f32(flags->out, {static_cast<int64_t>(ids.size()), engine->summary().vocab_size}, logits.data());
+            out.write(npy_f32_bytes({static_cast<int64_t>(ids.size()), engine->summary().vocab_size}, logits.data()));
             return 0;
           }};
 }

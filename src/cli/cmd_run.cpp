@@ -116,6 +116,10 @@ int run(const RunFlags& f) {
   }
   if (!f.ids && !tokenizer) fail("--tokens prompts print ids: add --ids (no tokenizer is loaded)");
 
+  // Outputs are opened before the run, so a wrong directory fails at once.
+  std::unique_ptr<OutputFile> stats_out, usage_out;
+  if (!f.stats_json.empty()) stats_out = std::make_unique<OutputFile>(f.stats_json);
+  if (!f.record_usage.empty()) usage_out = std::make_unique<OutputFile>(f.record_usage);
   auto engine = Engine::open(f.engine);
   const int64_t context_length = engine->summary().context_length;
   const int64_t needed = static_cast<int64_t>(prompt.size()) + std::min<int64_t>(f.max_new, INT64_MAX / 2);
@@ -193,8 +197,8 @@ int run(const RunFlags& f) {
   report.speculative = decoder.stats();
   report.drafter = drafter ? drafter->name() : "off";
   if (f.stats) print_receipt(*engine, report);
-  if (!f.stats_json.empty()) write_stats_json(f.stats_json, *engine, report);
-  if (!f.record_usage.empty()) write_file_atomically(f.record_usage, engine->usage_json());
+  if (stats_out) stats_out->write(stats_json(*engine, report));
+  if (usage_out) usage_out->write(engine->usage_json());
   return g_interrupted ? 130 : 0;
 }
 

@@ -53,8 +53,8 @@ struct RunReport {
 
 // Prints the --stats receipt to stderr.
 void print_receipt(const Engine& engine, const RunReport& report);
-// Writes the same figures as JSON (--stats-json FILE), written to a temporary name and renamed.
-void write_stats_json(const std::string& path, const Engine& engine, const RunReport& report);
+// The same figures as JSON (--stats-json FILE).
+std::string stats_json(const Engine& engine, const RunReport& report);
 
 Command register_logits(CLI::App& app);
 Command register_run(CLI::App& app);

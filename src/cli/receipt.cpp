@@ -9,7 +9,6 @@
 #include <xxhash.h>
 
 #include "cli/commands.hpp"
-#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/memory.hpp"
 
@@ -79,7 +78,7 @@ void print_receipt(const Engine& engine, const RunReport& r) {
   std::fprintf(stderr, "ids hash  xxh3:%016" PRIx64 " (%zu ids)\n", ids_hash(r.generated), r.generated.size());
 }
 
-void write_stats_json(const std::string& path, const Engine& engine, const RunReport& r) {
+std::string stats_json(const Engine& engine, const RunReport& r) {
   const EngineStats s = engine.stats();
   std::string drives;
   for (size_t d = 0; d < s.drives.size(); ++d) {
@@ -111,7 +110,7 @@ void write_stats_json(const std::string& path, const Engine& engine, const RunRe
       r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
       r.speculative.probes, r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,
       engine.summary().moe_layers, ids_hash(r.generated), fmt::join(r.generated, ", "));
-  write_file_atomically(path, text);
+  return text;
 }
 
 }  // namespace deltafin::cli

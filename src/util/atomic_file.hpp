@@ -1,11 +1,38 @@
-// Files that appear whole or not at all: written to "<path>.tmp", synced, then renamed.
+// Output files the user names (--stats-json, --record-usage, logits --out, the placement
+// manifest), opened before the work that fills them, so a wrong directory fails at once:
+//   "-"                     stdout
+//   an existing device, FIFO or socket (/dev/null, /dev/stdout, a pipe): written in place, never
+//                           replaced
+//   anything else           a temporary created exclusively (mkstemp) beside the path (beside a
+//                           symlink's target: the link stays a link), written, fsynced, renamed
+//                           over the path, and the directory fsynced; a file that appears whole or
+//                           not at all. A failed or abandoned write leaves no temporary behind.
 #pragma once
 
 #include <string>
 
 namespace deltafin {
 
-// Throws deltafin::Error naming the file on failure.
+class OutputFile {
+ public:
+  // Opens `path` for writing (the temporary, for a regular file). Throws Error naming the path.
+  explicit OutputFile(std::string path);
+  ~OutputFile();  // removes an uncommitted temporary
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  // Writes `bytes` as the whole file and commits it. Once only.
+  void write(const std::string& bytes);
+
+ private:
+  std::string path_;    // as the user named it
+  std::string target_;  // where it lands: the path, or a symlink's target
+  std::string tmp_;     // the temporary (regular files), empty otherwise
+  int fd_ = -1;
+  bool in_place_ = false;  // stdout or a non-regular file
+};
+
+// OutputFile(path).write(text).
 void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace deltafin

@@ -7,11 +7,12 @@
 #include <fstream>
 #include <regex>
 
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 
 namespace deltafin {
 
-void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+std::string npy_f32_bytes(const std::vector<int64_t>& shape, const float* data) {
   std::string dims;
   int64_t count = 1;
   for (int64_t d : shape) {
@@ -23,20 +24,16 @@ void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, c
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("{}: cannot write", tmp);
-    const uint16_t len = static_cast<uint16_t>(header.size());
-    out.write("\x93NUMPY\x01\x00", 8);
-    out.write(reinterpret_cast<const char*>(&len), 2);
-    out << header;
-    out.write(reinterpret_cast<const char*>(data), count * 4);
-    if (!out.flush()) fail("{}: write failed", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) fail("{}: cannot rename into place: {}", path, ec.message());
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out.append(reinterpret_cast<const char*>(&len), 2);
+  out += header;
+  out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(count) * 4);
+  return out;
+}
+
+void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+  write_file_atomically(path, npy_f32_bytes(shape, data));
 }
 
 NpyArray read_npy_f32(const std::string& path) {

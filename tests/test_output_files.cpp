@@ -43,7 +43,7 @@ TEST_CASE("logits --out /dev/stdout writes into the pipe and leaves /dev/stdout 
   CHECK(dash.output.find("N   U   M   P   Y") != std::string::npos);
 }
 
-TEST_CASE("--stats-json /dev/null leaves /dev/null a device", "[bad-input]") {
+TEST_CASE("a stats file of /dev/null leaves /dev/null a device", "[bad-input]") {
   const auto r = run_deltafin("run -m " + kModel + " --tokens 1,2 -n 2 --ids --stats-json /dev/null");
   INFO(r.output);
   CHECK(r.exit_code == 0);

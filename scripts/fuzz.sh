@@ -3,7 +3,8 @@
 # (default 60) over a working copy of its seed corpus (tests/fuzz/<target>-corpus-run/, git-
 # ignored, kept between runs so coverage accumulates). Exits non-zero when a fuzzer finds a
 # crash, leak, sanitizer report or timeout; the reproducer is saved under build-fuzz/artifacts/.
-#   scripts/fuzz.sh [seconds] [target] [extra libFuzzer flags...]   target: safetensors, config, placement, all
+#   scripts/fuzz.sh [seconds] [target] [extra libFuzzer flags...]
+#   target: safetensors, config, placement, tokenizer_json, tiktoken_ranks, encode, all
 set -euo pipefail
 
 seconds=${1:-60}
@@ -45,4 +46,13 @@ if [[ $which == all || $which == config ]]; then
 fi
 if [[ $which == all || $which == placement ]]; then
   run_target placement "$root/tests/fuzz/placement-corpus" "$@"
+fi
+if [[ $which == all || $which == tokenizer_json ]]; then
+  run_target tokenizer_json "$root/tests/fuzz/tokenizer-json-corpus" "$@"
+fi
+if [[ $which == all || $which == tiktoken_ranks ]]; then
+  run_target tiktoken_ranks "$root/tests/fuzz/tiktoken-corpus" "$@"
+fi
+if [[ $which == all || $which == encode ]]; then
+  run_target encode "$root/tests/fuzz/encode-corpus" "$@"
 fi

@@ -359,11 +359,16 @@ struct Loader {
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json_path) {
   const std::string& path = tokenizer_json_path;
-  simdjson::dom::parser parser;
   simdjson::padded_string json;
   require_regular_file(path, "tokenizer.json");
   if (auto err = simdjson::padded_string::load(path).get(json))
     fail("{}: cannot read tokenizer.json ({})", path, simdjson::error_message(err));
+  return parse_hf_tokenizer(std::string_view(json.data(), json.size()), path);
+}
+
+std::unique_ptr<Tokenizer> parse_hf_tokenizer(std::string_view text, const std::string& path) {
+  simdjson::dom::parser parser;
+  const simdjson::padded_string json(text);
   element root;
   if (auto err = parser.parse(json).get(root)) fail("{}: broken JSON ({})", path, simdjson::error_message(err));
   if (!root.is_object()) fail("{}: not a tokenizer.json (top level is not an object)", path);

@@ -49,5 +49,7 @@ class HfBpeTokenizer final : public Tokenizer {
 // a model that is not BPE, a merge naming an unknown token, an unsupported normalizer or
 // pre-tokenizer type, a regex PCRE2 rejects.
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json_path);
+// The same from the file's text (`path` only names it in errors): the fuzzers' entry point.
+std::unique_ptr<Tokenizer> parse_hf_tokenizer(std::string_view json, const std::string& path);
 
 }  // namespace deltafin

@@ -581,8 +581,9 @@ bool base64_decode(std::string_view in, std::string& out) {
   return true;
 }
 
-std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
-  const std::string data = read_file(path, "tiktoken ranks");
+}  // namespace
+
+std::vector<std::string> parse_tiktoken_ranks(std::string_view data, const std::string& path) {
   // Ranks may leave gaps but stay below 2 * lines + 1024 (and 2^24), so one huge rank in a small
   // file cannot demand a table of gigabytes.
   const uint64_t lines = static_cast<uint64_t>(std::count(data.begin(), data.end(), '\n')) + 1;
@@ -614,6 +615,12 @@ std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
   }
   if (tokens.empty()) fail("{}: no tokens", path);
   return tokens;
+}
+
+namespace {
+
+std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
+  return parse_tiktoken_ranks(read_file(path, "tiktoken ranks"), path);
 }
 
 }  // namespace

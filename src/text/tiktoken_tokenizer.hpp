@@ -87,6 +87,10 @@ class TiktokenTokenizer final : public Tokenizer {
   int32_t vocab_size_ = 0;
 };
 
+// The tokens of a ranks file's text, by rank (`path` only names it in errors; one line naming
+// the line for a bad one). The fuzzers' entry point.
+std::vector<std::string> parse_tiktoken_ranks(std::string_view data, const std::string& path);
+
 // Loads a ranks file and builds a tokenizer with the given PCRE2 pattern and special tokens.
 // Errors (one line naming the file and line): missing file, a line that is not "<base64> <int>",
 // bad base64, duplicate rank or duplicate token bytes.

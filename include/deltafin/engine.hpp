@@ -14,6 +14,7 @@ namespace deltafin {
 struct EngineOptions {
   std::string model_dir;
   double cache_gb = 4.0;   // byte budget of the routed-expert cache
+  bool cache_gb_given = false;  // set by the user: refused, not lowered, when memory is short
   int threads = 0;         // 0: one per hardware thread
   int64_t chunk = 64;      // positions per prefill pass
   bool bypass = true;      // read routed experts around the page cache (O_DIRECT / F_NOCACHE)

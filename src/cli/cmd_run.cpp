@@ -65,7 +65,7 @@ std::unique_ptr<Drafter> open_drafter(const RunFlags& f, const Engine& target) {
   EngineOptions o = f.engine;
   o.model_dir = dir;
   o.placement = "";
-  o.cache_gb = 1.0;
+  o.cache_gb = 1.0, o.cache_gb_given = false;  // lowered, like a default, when memory is short
   auto draft = Engine::open(o);
   if (draft->summary().vocab_size != target.summary().vocab_size)
     fail("--draft-model {}: its vocabulary ({} tokens) differs from the target's ({}); a draft must share the tokenizer",

@@ -50,7 +50,9 @@ std::string model_dir_or_default(const std::string& given) {
 
 void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("-m,--model", options.model_dir, "Model directory (default: the bundled models/default)");
-  app.add_option("--cache-gb", options.cache_gb, "Byte budget of the routed-expert cache, in GB")->capture_default_str();
+  app.add_option_function<double>(
+      "--cache-gb", [&options](double gb) { options.cache_gb = gb, options.cache_gb_given = true; },
+      "Byte budget of the routed-expert cache, in GB (default 4, lowered to what the machine has free)");
   app.add_option("--threads", options.threads, "Worker threads (0: one per hardware thread)")->capture_default_str();
   app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();
   app.add_flag("--no-bypass{false}", options.bypass, "Read routed experts through the page cache (default: bypass it)");

@@ -8,6 +8,7 @@
 //       at or before the target and replays the tokens up to it (kernels are deterministic, so the
 //       state is bit-identical to never having gone further).
 #include <deltafin/engine.hpp>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <deque>
@@ -19,6 +20,8 @@
 #include "model/k2_model.hpp"
 #include "model/k3_model.hpp"
 #include "util/error.hpp"
+#include "util/memory_available.hpp"
+#include "weights/model_size.hpp"
 #include "weights/model_family.hpp"
 #include "weights/placement.hpp"
 #include "weights/weight_index.hpp"
@@ -38,6 +41,7 @@ struct K2Family {
   static int64_t vocab(const Config& c) { return c.vocab_size; }
   static int64_t eos(const Config& c) { return c.eos_token_id; }
   static int64_t context(const Config& c) { return c.max_position_embeddings; }
+  static uint64_t spine_bytes(const Config& c) { return k2_bytes_from_config(c).spine; }
 };
 
 struct K3Family {
@@ -52,7 +56,29 @@ struct K3Family {
   static int64_t vocab(const Config& c) { return c.vocab_size; }
   static int64_t eos(const Config& c) { return c.eos_token_id; }
   static int64_t context(const Config& c) { return c.max_position_embeddings; }
+  static uint64_t spine_bytes(const Config& c) { return k3_bytes_from_config(c).spine; }
 };
+
+// The expert budget that fits: the spine and a working reserve must fit in what the machine (and
+// its cgroup) has free; a default budget is lowered to the rest, saying so; one the user gave is
+// refused in one line when it does not fit.
+uint64_t fitting_budget(const EngineOptions& o, uint64_t spine) {
+  const uint64_t asked = static_cast<uint64_t>(o.cache_gb * 1e9);
+  const auto avail = memory_available();
+  if (!avail) return asked;
+  constexpr uint64_t kReserve = 256'000'000;  // activations, caches, the runtime
+  if (spine + kReserve > avail->bytes)
+    fail("the model's spine ({:.2f} GB) and working memory ({:.2f} GB) do not fit in the {:.2f} GB free ({})",
+         spine / 1e9, kReserve / 1e9, avail->bytes / 1e9, avail->source);
+  const uint64_t room = avail->bytes - spine - kReserve;
+  if (asked <= room) return asked;
+  if (o.cache_gb_given)
+    fail("--cache-gb {}: the spine ({:.2f} GB) + {} GB of experts do not fit in the {:.2f} GB free ({}); at most --cache-gb {:.2f}",
+         o.cache_gb, spine / 1e9, o.cache_gb, avail->bytes / 1e9, avail->source, room / 1e9);
+  spdlog::warn("expert budget lowered from {:.2f} GB to {:.2f} GB: the spine ({:.2f} GB) and {:.2f} GB free ({})",
+               asked / 1e9, room / 1e9, spine / 1e9, avail->bytes / 1e9, avail->source);
+  return room;
+}
 
 // Expert records come from the placement when there is one (given, or next to the model), else
 // from the original shards.
@@ -155,7 +181,7 @@ class ModelEngine final : public Engine {
         experts_(F::experts(*index_, config_)),
         backend_(make_cpu_backend(o.threads)),
         reader_(open_reader(o, *index_, experts_, expert_source_)),
-        store_(*index_, experts_, *reader_, static_cast<uint64_t>(o.cache_gb * 1e9)),
+        store_(*index_, experts_, *reader_, fitting_budget(o, F::spine_bytes(config_))),
         model_(*index_, config_, *backend_, store_) {
     summary_.architecture = F::name(config_);
     summary_.vocab_size = F::vocab(config_);

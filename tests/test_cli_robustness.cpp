@@ -157,13 +157,13 @@ TEST_CASE("memory that cannot hold the spine, or a --cache-gb that does not fit,
   const auto run = [&](const std::string& env, const std::string& args) {
     return run_command(env + " " + simd + DELTAFIN_BINARY + " " + args);
   };
-  expect_one_line(run("DELTAFIN_MEMORY_GB=0.2", "run -p def -n 2 --ids"),
-                  {"spine", "do not fit in the 0.20 GB free (DELTAFIN_MEMORY_GB)"});
-  expect_one_line(run("DELTAFIN_MEMORY_GB=1", "run -p def -n 2 --ids --cache-gb 2"), {"--cache-gb 2", "at most --cache-gb 0."});
+  expect_one_line(run("DELTAFIN_MEMORY_GB=0.03", "run -p def -n 2 --ids"),
+                  {"spine", "do not fit in the 0.03 GB free (DELTAFIN_MEMORY_GB)"});
+  expect_one_line(run("DELTAFIN_MEMORY_GB=1", "run -p def -n 2 --ids --cache-gb 2"), {"--cache-gb 2", "at most --cache-gb 0.9"});
   expect_one_line(run("DELTAFIN_MEMORY_GB=lots", "run -p def -n 2 --ids"), {"DELTAFIN_MEMORY_GB=lots"});
   const auto lowered = run("DELTAFIN_MEMORY_GB=1", "run -p def -n 2 --ids --stats");
   INFO(lowered.output);
   CHECK(lowered.exit_code == 0);
-  CHECK(lowered.output.find("expert budget lowered from 4.00 GB to 0.7") != std::string::npos);
-  CHECK(lowered.output.find("(budget 0.7") != std::string::npos);
+  CHECK(lowered.output.find("expert budget lowered from 4.00 GB to 0.9") != std::string::npos);
+  CHECK(lowered.output.find("(budget 0.9") != std::string::npos);
 }

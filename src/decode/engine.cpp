@@ -10,6 +10,7 @@
 #include <deltafin/engine.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -66,11 +67,12 @@ uint64_t fitting_budget(const EngineOptions& o, uint64_t spine) {
   const uint64_t asked = static_cast<uint64_t>(o.cache_gb * 1e9);
   const auto avail = memory_available();
   if (!avail) return asked;
-  constexpr uint64_t kReserve = 256'000'000;  // activations, caches, the runtime
-  if (spine + kReserve > avail->bytes)
+  // Activations, caches and the runtime: a quarter of the spine, 32 MB to 256 MB.
+  const uint64_t reserve = std::clamp<uint64_t>(spine / 4, 32'000'000, 256'000'000);
+  if (spine + reserve > avail->bytes)
     fail("the model's spine ({:.2f} GB) and working memory ({:.2f} GB) do not fit in the {:.2f} GB free ({})",
-         spine / 1e9, kReserve / 1e9, avail->bytes / 1e9, avail->source);
-  const uint64_t room = avail->bytes - spine - kReserve;
+         spine / 1e9, reserve / 1e9, avail->bytes / 1e9, avail->source);
+  const uint64_t room = avail->bytes - spine - reserve;
   if (asked <= room) return asked;
   if (o.cache_gb_given)
     fail("--cache-gb {}: the spine ({:.2f} GB) + {} GB of experts do not fit in the {:.2f} GB free ({}); at most --cache-gb {:.2f}",

@@ -167,3 +167,14 @@ TEST_CASE("memory that cannot hold the spine, or a --cache-gb that does not fit,
   CHECK(lowered.output.find("expert budget lowered from 4.00 GB to 0.9") != std::string::npos);
   CHECK(lowered.output.find("(budget 0.9") != std::string::npos);
 }
+
+TEST_CASE("stop strings apply to --ids output; -n past 10^12 is refused", "[bad-input]") {
+  const auto all = run_deltafin("run -p 'def f(x):' -n 30 --ids --ignore-eos");
+  const auto stopped = run_deltafin("run -p 'def f(x):' -n 30 --ids --ignore-eos --stop return");
+  INFO(all.output << "\n" << stopped.output);
+  REQUIRE(all.exit_code == 0);
+  REQUIRE(stopped.exit_code == 0);
+  CHECK(stopped.output.size() < all.output.size());
+  CHECK(all.output.rfind(stopped.output.substr(0, stopped.output.size() - 1), 0) == 0);  // a prefix (less its newline)
+  expect_one_line(run_deltafin("run -p def -n 99999999999999999999 --ids"), {"-n: too large"});
+}

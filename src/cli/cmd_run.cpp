@@ -89,6 +89,7 @@ std::string read_prompt_text(const RunFlags& f) {
 int run(const RunFlags& f) {
   using Clock = std::chrono::steady_clock;
   if (f.max_new < 0) fail("-n: must be >= 0 (got {})", f.max_new);
+  if (f.max_new > 1'000'000'000'000) fail("-n: too large (at most 10^12 tokens)");
   if (f.speculative.max_k < 0 || f.speculative.max_k > 16)
     fail("--draft-k must be 0..16 (0: no drafts; got {})", f.speculative.max_k);
   Sampler sampler(f.sampler);
@@ -115,6 +116,7 @@ int run(const RunFlags& f) {
     }
   }
   if (!f.ids && !tokenizer) fail("--tokens prompts print ids: add --ids (no tokenizer is loaded)");
+  if (!f.stops.empty() && !tokenizer) tokenizer = load_tokenizer(f.engine.model_dir);  // --stop reads the text
 
   // Outputs are opened before the run, so a wrong directory fails at once.
   std::unique_ptr<OutputFile> stats_out, usage_out;
@@ -122,7 +124,7 @@ int run(const RunFlags& f) {
   if (!f.record_usage.empty()) usage_out = std::make_unique<OutputFile>(f.record_usage);
   auto engine = Engine::open(f.engine);
   const int64_t context_length = engine->summary().context_length;
-  const int64_t needed = static_cast<int64_t>(prompt.size()) + std::min<int64_t>(f.max_new, INT64_MAX / 2);
+  const int64_t needed = static_cast<int64_t>(prompt.size()) + f.max_new;
   if (context_length > 0 && needed > context_length && !f.past_context)
     fail("the prompt ({} tokens) and -n {} need {} positions, past the model's context of {} "
          "(max_position_embeddings): shorten them, or pass --past-context",
@@ -162,6 +164,10 @@ int run(const RunFlags& f) {
     if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) return false;
     generated.push_back(token);
     if (f.ids) {
+      if (!f.stops.empty()) {  // --stop matches the text the ids spell; the completing id is not printed
+        stops.push(utf8.push(tokenizer->token_bytes(token)));
+        if (stops.stopped()) return false;
+      }
       emit((generated.size() > 1 ? " " : "") + std::to_string(token));
     } else {
       emit(stops.push(utf8.push(tokenizer->token_bytes(token))));

@@ -249,6 +249,20 @@ TEST_CASE("faults: missing, truncated and corrupt drives fall back to other hold
     CHECK(err.find("does not match its checksum") != std::string::npos);
     CHECK(err.find("expert ") != std::string::npos);
   }
+  SECTION("a corrupt record without --verify-reads: caught on its first read, read again from the other copy") {
+    for (const PlacedRecord& r : mm.records) flip_byte(mm.drives[r.holders[0].drive], r.holders[0].offset + 7);
+    std::string err;
+    CHECK(run_stdout(greedy(b.model, " --placement " + mirrored), &err).output == reference);
+    CHECK(err.find("checksum mismatch") != std::string::npos);
+  }
+  SECTION("a corrupt record without --verify-reads and no other copy: one line, not wrong ids") {
+    for (const PlacedRecord& r : ms.records) flip_byte(ms.drives[r.holders[0].drive], r.holders[0].offset + 7);
+    std::string err;
+    const auto r = run_stdout(greedy(b.model, " --placement " + single), &err);
+    INFO(err);
+    CHECK(r.exit_code == 1);
+    CHECK(err.find("does not match its checksum") != std::string::npos);
+  }
   SECTION("a manifest made for another model") {
     Bench other("dsv3_tiny");
     const auto r = run_deltafin(greedy(other.model, " --placement " + single));

@@ -5,11 +5,12 @@
 //   - the original checkpoint shards (no placement): each expert is up to six tensor extents
 //     on the shard files, all on one "drive" (the model directory).
 // Faults: a piece that fails (short read, EIO, vanished file) marks its drive failed and is
-// retried on another holder; with verify on, a record whose XXH3 does not match is read again
-// from each other holder. When no holder is left the read completes with an error naming the
+// retried on another holder; a record whose XXH3 does not match (checked on its first read in
+// the process, and on every read with verify on) is read again from each other holder. When no holder is left the read completes with an error naming the
 // drive and the expert. It never hangs: every read's callback runs exactly once.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -29,7 +30,7 @@ struct ReaderOptions {
   bool bypass = true;              // O_DIRECT / F_NOCACHE
   int depth = 8;                   // reads in flight per drive
   uint64_t piece_bytes = 1 << 20;  // records larger than this are split (multiple of 4096)
-  bool verify = false;             // check each record's XXH3 (placement only)
+  bool verify = false;             // check every read's XXH3 (placement only); off: the first read of each record
 };
 
 class ExpertReader {
@@ -69,6 +70,7 @@ class ExpertReader {
     RecordLayout layout;
     std::vector<Extent> extents;
     uint64_t xxh3 = 0;  // placement only
+    std::shared_ptr<std::atomic<bool>> verified = std::make_shared<std::atomic<bool>>(false);  // once per process
   };
   struct Read;
 

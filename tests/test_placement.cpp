@@ -263,6 +263,16 @@ TEST_CASE("faults: missing, truncated and corrupt drives fall back to other hold
     CHECK(r.exit_code == 1);
     CHECK(err.find("does not match its checksum") != std::string::npos);
   }
+  SECTION("one file named by two drives is refused (it is no replica)") {
+    PlacementManifest twice = mm;
+    twice.drives[1] = twice.drives[0];  // records on drive 1 now point into drive 0's file
+    const std::string path = (fs::path(mirrored).parent_path() / "twice.json").string();
+    std::ofstream(path) << placement_json(twice);
+    const auto r = run_deltafin(greedy(b.model, " --placement " + path));
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("are one file (same device and inode)") != std::string::npos);
+  }
   SECTION("a manifest made for another model") {
     Bench other("dsv3_tiny");
     const auto r = run_deltafin(greedy(other.model, " --placement " + single));
@@ -353,6 +363,8 @@ TEST_CASE("placement manifest parser: bad input names the file and the problem",
       {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 0, 10, "zz", [[0, 0]]]]})", "checksum"},
       {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 1, 10, "00000000000000aa", [[0, 0]]], [1, 0, 10, "00000000000000aa", [[0, 4096]]]]})", "sorted"},
       {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a", "/b"], "records": [[1, 0, 10, "00000000000000aa", [[0, 0], [0, 4096]]]]})", "twice"},
+      // Issue 12, item 4: two records sharing bytes of one drive (a swapped or shifted offset).
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 0, 5000, "00000000000000aa", [[0, 0]]], [1, 1, 10, "00000000000000bb", [[0, 4096]]]]})", "records 0 and 1 overlap on drive 0 (at offset 4096)"},
   };
   for (const auto& [text, expected] : cases) {
     INFO(text);

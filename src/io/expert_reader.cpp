@@ -89,6 +89,12 @@ std::unique_ptr<ExpertReader> ExpertReader::from_placement(const PlacementManife
           h.offset + round_up(rec.payload, manifest.alignment) > r->files_[h.drive]->size())
         unusable[h.drive] = fmt::format("{}: shorter ({} bytes) than the manifest says (truncated?)",
                                         manifest.drives[h.drive], r->files_[h.drive]->size());
+  // One file named by two drives (the same path twice, a bind mount, a hard link) is no replica.
+  for (size_t d = 0; d < r->files_.size(); ++d)
+    for (size_t e = 0; e < d; ++e)
+      if (r->files_[d] && r->files_[e] && r->files_[d]->same_file(*r->files_[e]))
+        fail("{}: drives {} ({}) and {} ({}) are one file (same device and inode); each drive needs its own",
+             manifest_path, e, manifest.drives[e], d, manifest.drives[d]);
   for (size_t d = 0; d < unusable.size(); ++d)
     if (!unusable[d].empty()) r->drives_[d]->mark_failed();
 

@@ -31,6 +31,7 @@ ReadOnlyFile::ReadOnlyFile(std::string path) : path_(std::move(path)) {
     fail("{}: cannot stat: {}", path_, std::strerror(err));
   }
   size_ = static_cast<uint64_t>(st.st_size);
+  device_ = static_cast<uint64_t>(st.st_dev), inode_ = static_cast<uint64_t>(st.st_ino);
 #ifdef __APPLE__
   ::fcntl(fd_, F_NOCACHE, 1);  // macOS: every read of this descriptor bypasses the cache
 #elif defined(O_DIRECT)

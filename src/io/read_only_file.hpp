@@ -23,6 +23,8 @@ class ReadOnlyFile {
   void read_uncached(void* dst, uint64_t size, uint64_t offset) const;
 
   uint64_t size() const { return size_; }
+  // Whether `other` is this very file (same device and inode: one path twice, a bind mount, a hard link).
+  bool same_file(const ReadOnlyFile& other) const { return device_ == other.device_ && inode_ == other.inode_; }
   const std::string& path() const { return path_; }
 
  private:
@@ -32,6 +34,7 @@ class ReadOnlyFile {
   int fd_ = -1;
   int direct_fd_ = -1;  // O_DIRECT descriptor (Linux), -1 where unavailable
   uint64_t size_ = 0;
+  uint64_t device_ = 0, inode_ = 0;
 };
 
 }  // namespace deltafin

@@ -1,6 +1,7 @@
 // Placement manifest parsing, printing and the model fingerprint (see placement.hpp).
 #include "weights/placement.hpp"
 
+#include <tuple>
 #include <simdjson.h>
 #include <xxhash.h>
 
@@ -118,6 +119,18 @@ PlacementManifest parse_placement(std::string_view json, const std::string& path
       fail("{}: record {}: records must be sorted by (layer, expert) without repeats", path, i);
     m.records.push_back(std::move(rec));
     ++i;
+  }
+  // No two records may share bytes on one drive: (offset, end, record) per drive, sorted.
+  std::vector<std::vector<std::tuple<uint64_t, uint64_t, size_t>>> extents(m.drives.size());
+  for (size_t r = 0; r < m.records.size(); ++r)
+    for (const PlacementHolder& h : m.records[r].holders)
+      extents[h.drive].emplace_back(h.offset, h.offset + m.records[r].payload, r);
+  for (size_t d = 0; d < extents.size(); ++d) {
+    std::sort(extents[d].begin(), extents[d].end());
+    for (size_t k = 1; k < extents[d].size(); ++k)
+      if (std::get<0>(extents[d][k]) < std::get<1>(extents[d][k - 1]))
+        fail("{}: records {} and {} overlap on drive {} (at offset {})", path, std::get<2>(extents[d][k - 1]),
+             std::get<2>(extents[d][k]), d, std::get<0>(extents[d][k]));
   }
   return m;
 }

@@ -249,11 +249,19 @@ TEST_CASE("faults: missing, truncated and corrupt drives fall back to other hold
     CHECK(err.find("does not match its checksum") != std::string::npos);
     CHECK(err.find("expert ") != std::string::npos);
   }
-  SECTION("a corrupt record without --verify-reads: caught on its first read, read again from the other copy") {
-    for (const PlacedRecord& r : mm.records) flip_byte(mm.drives[r.holders[0].drive], r.holders[0].offset + 7);
+  SECTION("a corrupt drive without --verify-reads: caught on first reads, re-read from the other copy, then avoided") {
+    size_t on_drive0 = 0;
+    for (const PlacedRecord& r : mm.records)
+      for (const PlacementHolder& h : r.holders)
+        if (h.drive == 0) flip_byte(mm.drives[0], h.offset + 7), ++on_drive0;
     std::string err;
-    CHECK(run_stdout(greedy(b.model, " --placement " + mirrored), &err).output == reference);
-    CHECK(err.find("checksum mismatch") != std::string::npos);
+    CHECK(run_stdout(greedy(b.model, " --placement " + mirrored + " --threads 1"), &err).output == reference);
+    const size_t warnings = static_cast<size_t>(std::count(err.begin(), err.end(), '\n'));
+    INFO(err);
+    CHECK(err.find("checksum mismatch, reading it again from drive 1") != std::string::npos);
+    CHECK(err.find("reading it again from drive 0") == std::string::npos);  // never the bad copy again
+    CHECK(warnings >= 1);
+    CHECK(warnings < on_drive0);  // drive 0 is suspect after its first bad copy: later reads go to drive 1
   }
   SECTION("a corrupt record without --verify-reads and no other copy: one line, not wrong ids") {
     for (const PlacedRecord& r : ms.records) flip_byte(ms.drives[r.holders[0].drive], r.holders[0].offset + 7);

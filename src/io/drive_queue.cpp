@@ -66,6 +66,16 @@ void DriveQueue::mark_failed() {
   failed_ = true;
 }
 
+bool DriveQueue::suspect() const {
+  std::lock_guard lock(mutex_);
+  return suspect_;
+}
+
+void DriveQueue::mark_suspect() {
+  std::lock_guard lock(mutex_);
+  suspect_ = true;
+}
+
 DriveStats DriveQueue::stats() const {
   std::lock_guard lock(mutex_);
   DriveStats s = stats_;

@@ -53,6 +53,9 @@ class DriveQueue {
   // A drive that failed a read is avoided while another holder exists.
   bool failed() const;
   void mark_failed();
+  // A drive that returned a record failing its checksum: still read, but after the other holders.
+  bool suspect() const;
+  void mark_suspect();
   DriveStats stats() const;
   const std::string& name() const { return name_; }
 
@@ -67,6 +70,7 @@ class DriveQueue {
   std::vector<std::thread> threads_;
   bool stopping_ = false;
   bool failed_ = false;
+  bool suspect_ = false;
   uint64_t pending_bytes_ = 0;  // queued + in flight
   int in_flight_ = 0;
   double busy_since_ = 0;       // monotonic seconds when in_flight_ went 0 -> 1

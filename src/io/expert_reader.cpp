@@ -23,7 +23,8 @@ struct ExpertReader::Read {
   std::atomic<int> remaining{0};
   std::mutex mutex;
   std::exception_ptr error;
-  size_t verify_holder = 0;  // after a checksum mismatch: the holder the record is re-read from next
+  std::vector<int> served;        // drives the current copy's pieces came from
+  std::vector<int> bad_copies;    // drives whose copy failed the checksum
 };
 
 namespace {
@@ -170,18 +171,19 @@ void ExpertReader::issue_record(const std::shared_ptr<Read>& read, const std::ve
 void ExpertReader::issue_piece(const std::shared_ptr<Read>& read, size_t x, uint64_t begin, uint64_t length,
                                std::vector<int> tried, std::exception_ptr last_error) {
   const Extent& extent = read->loc->extents[x];
-  // The untried holder expected to finish first, preferring drives that have not failed.
+  // The untried holder expected to finish first, preferring drives that have not failed, then
+  // drives that have not returned a bad checksum.
   const Holder* best = nullptr;
   double best_eta = std::numeric_limits<double>::infinity();
-  bool best_failed = true;
+  int best_rank = 3;  // 0: healthy, 1: suspect, 2: failed
   for (const Holder& h : extent.holders) {
     if (std::find(tried.begin(), tried.end(), h.drive) != tried.end()) continue;
-    const bool failed = drives_[h.drive]->failed();
+    const int rank = drives_[h.drive]->failed() ? 2 : drives_[h.drive]->suspect() ? 1 : 0;
     const double eta = drives_[h.drive]->expected_seconds(length);
-    if (!best || (best_failed && !failed) || (failed == best_failed && eta < best_eta)) {
+    if (!best || rank < best_rank || (rank == best_rank && eta < best_eta)) {
       best = &h;
       best_eta = eta;
-      best_failed = failed;
+      best_rank = rank;
     }
   }
   if (!best) {  // every holder failed this piece: the record fails with the last drive's error
@@ -193,6 +195,10 @@ void ExpertReader::issue_piece(const std::shared_ptr<Read>& read, size_t x, uint
     return;
   }
   tried.push_back(best->drive);
+  {
+    std::lock_guard lock(read->mutex);
+    read->served.push_back(best->drive);
+  }
   const Holder holder = *best;
   ReadJob job{holder.file, holder.offset + begin, length, read->dst + extent.dst_offset + begin, options_.bypass, read->urgent, {}};
   job.done = [this, read, x, begin, length, tried = std::move(tried), holder](std::exception_ptr error) {
@@ -222,13 +228,24 @@ void ExpertReader::finish(const std::shared_ptr<Read>& read) {
   const bool check = placed_ && (options_.verify || !loc.verified->load(std::memory_order_relaxed));
   if (!error && check && XXH3_64bits(read->dst, loc.layout.payload) != loc.xxh3) {
     const std::vector<Holder>& holders = loc.extents.front().holders;
-    const size_t next = read->verify_holder++;
-    if (next < holders.size()) {  // read the whole record again from one holder at a time
+    std::vector<int> served;
+    {
+      std::lock_guard lock(read->mutex);
+      served.swap(read->served);
+    }
+    for (int d : served) {  // the drives of the bad copy: suspect, and not asked for this record again
+      drives_[d]->mark_suspect();
+      if (std::find(read->bad_copies.begin(), read->bad_copies.end(), d) == read->bad_copies.end()) read->bad_copies.push_back(d);
+    }
+    const Holder* next = nullptr;  // a holder whose copy has not been found bad
+    for (const Holder& h : holders)
+      if (!next && std::find(read->bad_copies.begin(), read->bad_copies.end(), h.drive) == read->bad_copies.end()) next = &h;
+    if (next) {  // read the whole record again from that one holder
       std::vector<int> others;
       for (const Holder& h : holders)
-        if (h.drive != holders[next].drive) others.push_back(h.drive);
+        if (h.drive != next->drive) others.push_back(h.drive);
       spdlog::warn("{}: checksum mismatch, reading it again from drive {} ({})", expert_name(read->layer, read->expert),
-                   holders[next].drive, drives_[holders[next].drive]->name());
+                   next->drive, drives_[next->drive]->name());
       issue_record(read, others);
       return;
     }

@@ -289,6 +289,21 @@ TEST_CASE("faults: missing, truncated and corrupt drives fall back to other hold
   }
 }
 
+TEST_CASE("place: a second place of the same manifest while one runs is refused in one line", "[placement][bad-input]") {
+  Bench b("k2_tiny");
+  const std::string manifest = b.path("locked.json");
+  // Another process holds the lock (util-linux flock), as a running `deltafin place` would.
+  const auto r = deltafin::test::run_command("flock " + manifest + ".lock " + std::string(DELTAFIN_BINARY) + " place -m " +
+                                             b.model + " --out " + manifest + " --drive " + b.drive(0));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("another `deltafin place` is writing this placement") != std::string::npos);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  CHECK(!fs::exists(manifest));
+  b.place(1, "locked.json");  // free again: it places, and leaves no lock file behind
+  CHECK(!fs::exists(manifest + ".lock"));
+}
+
 TEST_CASE("reader: a drive that starts failing mid-run falls back to its replica", "[placement][bad-input]") {
   Bench b("k2_tiny");
   const std::string mirrored = b.place(2, "mirrored.json", " --replicate 1");

@@ -2,6 +2,7 @@
 #include "io/placer.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -138,6 +139,19 @@ PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlan
 
 void write_placement(const WeightIndex& index, const ExpertTable& experts, PlacementManifest plan,
                      const std::string& manifest_path, const std::function<void(const PlaceProgress&)>& progress) {
+  // One `place` at a time per manifest: a second would truncate the first one's partial files.
+  const std::string lock_path = manifest_path + ".lock";
+  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) fail("{}: cannot create the lock: {}", lock_path, std::strerror(errno));
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd);
+    fail("{}: another `deltafin place` is writing this placement (its lock {} is held)", manifest_path, lock_path);
+  }
+  struct Unlock {
+    int fd;
+    std::string path;
+    ~Unlock() { ::unlink(path.c_str()), ::close(fd); }  // unlinked while still held
+  } unlock{lock_fd, lock_path};
   const uint64_t plan_hash = XXH3_64bits(placement_json(plan).data(), placement_json(plan).size());
   const std::string journal_path = manifest_path + ".journal";
   const std::vector<uint64_t> sizes = drive_sizes(plan);

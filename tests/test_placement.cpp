@@ -304,6 +304,19 @@ TEST_CASE("place: a second place of the same manifest while one runs is refused 
   CHECK(!fs::exists(manifest + ".lock"));
 }
 
+TEST_CASE("place: a manifest path in a missing directory fails before any data is written", "[placement][bad-input]") {
+  Bench b("k2_tiny");
+  const std::string before = b.drive(0);
+  const auto files = [&] { return std::distance(fs::directory_iterator(before), fs::directory_iterator()); };
+  const auto n = files();
+  const auto r = run_deltafin("place -m " + b.model + " --out /nonexistent-dir/p.json --drive " + before);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.rfind("deltafin: /nonexistent-dir/p.json", 0) == 0);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  CHECK(files() == n);
+}
+
 TEST_CASE("reader: a drive that starts failing mid-run falls back to its replica", "[placement][bad-input]") {
   Bench b("k2_tiny");
   const std::string mirrored = b.place(2, "mirrored.json", " --replicate 1");

@@ -152,6 +152,7 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
     std::string path;
     ~Unlock() { ::unlink(path.c_str()), ::close(fd); }  // unlinked while still held
   } unlock{lock_fd, lock_path};
+  OutputFile manifest_out(manifest_path);  // before the data: a wrong directory fails at once
   const uint64_t plan_hash = XXH3_64bits(placement_json(plan).data(), placement_json(plan).size());
   const std::string journal_path = manifest_path + ".journal";
   const std::vector<uint64_t> sizes = drive_sizes(plan);
@@ -232,7 +233,7 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
     for (size_t d = 0; d < plan.drives.size(); ++d)
       if (std::rename(partial[d].c_str(), plan.drives[d].c_str()) != 0)
         fail("drive {} ({}): cannot rename the finished data file: {}", d, plan.drives[d], std::strerror(errno));
-    write_file_atomically(manifest_path, placement_json(plan));
+    manifest_out.write(placement_json(plan));
     fs::remove(journal_path);
   } catch (...) {
     close_all();

@@ -114,3 +114,12 @@ TEST_CASE("find_non_finite finds the first NaN or Inf of every stored format", "
   int4_scales[42] = 0x7fc0;
   CHECK(scale_at(i4) == 42);
 }
+
+TEST_CASE("a config.json key given twice is refused (Python would take the last value, this reader the first)", "[bad-input]") {
+  ScratchModel m("dsv3_tiny");
+  std::string config = m.read("config.json");
+  const size_t brace = config.find('{');
+  config.insert(brace + 1, "\"num_hidden_layers\": 99,");
+  m.write("config.json", config);
+  expect_model_error(m, {"config.json", "field 'num_hidden_layers' appears twice"});
+}

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "util/error.hpp"
@@ -17,7 +19,12 @@ using simdjson::dom::object;
 
 class ConfigReader {
  public:
-  ConfigReader(object obj, const std::string& path) : obj_(obj), path_(path) {}
+  // A key given twice is refused: this reader would take the first value, Python's json the last.
+  ConfigReader(object obj, const std::string& path) : obj_(obj), path_(path) {
+    std::unordered_set<std::string_view> seen;
+    for (auto field : obj_)
+      if (!seen.insert(field.key).second) fail("{}: field '{}' appears twice", path_, field.key);
+  }
 
   bool has(const char* key) const {
     element e;

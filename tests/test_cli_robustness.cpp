@@ -140,12 +140,7 @@ TEST_CASE("a model path (-m) naming a file or nothing says so", "[bad-input]") {
 
 TEST_CASE("an eos_token_id outside the vocabulary is refused", "[bad-input]") {
   ScratchModel m("dsv3_tiny");
-  std::string config = m.read("config.json");
-  const size_t at = config.find("\"eos_token_id\"");
-  REQUIRE(at != std::string::npos);
-  const size_t value = config.find(':', at) + 1, end = config.find_first_of(",}", value);
-  config.replace(value, end - value, " 999999");
-  m.write("config.json", config);
+  m.set_config("eos_token_id", "999999");
   expect_one_line(run_deltafin("run -m " + m.dir.string() + " --tokens 1 -n 2 --ids"),
                   {"config.json", "eos_token_id 999999 is outside the vocabulary"});
 }

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <regex>
 #include <thread>
+#include <utility>
+#include <vector>
 #include <unistd.h>
 
 #include "test_util.hpp"
@@ -106,15 +108,20 @@ TEST_CASE("bad prompts give one clear line and exit 1", "[cli-text]") {
   CHECK(binary.exit_code == 0);
 }
 
-TEST_CASE("Ctrl-C stops generation cleanly and still prints the receipt", "[cli-text]") {
+// Runs `deltafin run -m kModel <args>`, sends it SIGINT after 800 ms, and returns its wait status
+// and what it wrote to stderr.
+std::pair<int, std::string> run_interrupted(std::vector<std::string> args) {
   const fs::path err = fs::temp_directory_path() / ("deltafin-sigint-" + std::to_string(::getpid()));
+  args.insert(args.begin(), {"deltafin", "run", "-m", kModel});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
     freopen("/dev/null", "w", stdout);
     freopen(err.c_str(), "w", stderr);
-    execl(DELTAFIN_BINARY, "deltafin", "run", "-m", kModel.c_str(), "-p", "def", "-n", "100000000", "--ignore-eos",
-          "--past-context", "--stats", static_cast<char*>(nullptr));
+    execv(DELTAFIN_BINARY, argv.data());
     _exit(127);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
@@ -122,35 +129,25 @@ TEST_CASE("Ctrl-C stops generation cleanly and still prints the receipt", "[cli-
   int status = 0;
   waitpid(child, &status, 0);
   std::ifstream in(err);
-  const std::string log((std::istreambuf_iterator<char>(in)), {});
+  std::string log((std::istreambuf_iterator<char>(in)), {});
+  fs::remove(err);
+  return {status, log};
+}
+
+TEST_CASE("Ctrl-C stops generation cleanly and still prints the receipt", "[cli-text]") {
+  const auto [status, log] = run_interrupted({"-p", "def", "-n", "100000000", "--ignore-eos", "--past-context", "--stats"});
   INFO(log);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 130);
   CHECK(log.find("interrupted") != std::string::npos);
   CHECK(log.find("ids hash") != std::string::npos);
-  fs::remove(err);
 }
 
 TEST_CASE("Ctrl-C during prefill: the receipt counts the positions appended, not the whole prompt", "[cli-text]") {
-  const fs::path err = fs::temp_directory_path() / ("deltafin-sigint-prefill-" + std::to_string(::getpid()));
   std::string tokens = "5";
   for (int i = 1; i < 16000; ++i) tokens += ",5";  // one position a pass: about 20 s of prefill
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    freopen("/dev/null", "w", stdout);
-    freopen(err.c_str(), "w", stderr);
-    execl(DELTAFIN_BINARY, "deltafin", "run", "-m", kModel.c_str(), "--tokens", tokens.c_str(), "--ids", "-n", "1",
-          "--chunk", "1", "--past-context", "--stats", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
-  kill(child, SIGINT);
-  int status = 0;
-  waitpid(child, &status, 0);
-  std::ifstream in(err);
-  const std::string log((std::istreambuf_iterator<char>(in)), {});
-  fs::remove(err);
+  const auto [status, log] =
+      run_interrupted({"--tokens", tokens, "--ids", "-n", "1", "--chunk", "1", "--past-context", "--stats"});
   INFO(log);
   std::smatch match;
   REQUIRE(std::regex_search(log, match, std::regex(R"(prefill\s+(\d+) tokens)")));

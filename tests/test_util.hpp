@@ -135,6 +135,15 @@ struct ScratchModel {
     bytes.replace(at, from.size(), to);
     write(name, bytes);
   }
+  // Sets the first `"key": value` of config.json to `value` (JSON text).
+  void set_config(const std::string& key, const std::string& value) const {
+    std::string config = read("config.json");
+    const size_t at = config.find("\"" + key + "\"");
+    REQUIRE(at != std::string::npos);
+    const size_t begin = config.find(':', at) + 1, end = config.find_first_of(",}", begin);
+    config.replace(begin, end - begin, " " + value);
+    write("config.json", config);
+  }
   // Replaces every occurrence of `from` by `to` (same length) in a file.
   void patch_all(const std::string& name, const std::string& from, const std::string& to) const {
     std::string bytes = read(name);

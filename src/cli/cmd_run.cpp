@@ -225,7 +225,9 @@ Command register_run(CLI::App& app) {
   sub->add_option("--top-p", f->sampler.top_p, "Nucleus sampling threshold (1: off)")->capture_default_str();
   sub->add_option("--min-p", f->sampler.min_p, "Drop tokens below min-p x the top probability (0: off)")->capture_default_str();
   sub->add_option("--seed", f->sampler.seed, "Seed of the sampler (0 .. 2^64 - 1)")
-      ->check(CLI::Validator([](std::string& s) { return s.find('-') != std::string::npos ? std::string("must not be negative") : std::string(); }, "", "SEED"))
+      ->check(CLI::Validator(  // an unsigned flag would wrap "-1"; CLI11's range check prints 1e308
+          [](std::string& s) { return s.find('-') != std::string::npos ? std::string("must not be negative") : std::string(); },
+          "", "SEED"))
       ->capture_default_str();
   sub->add_option("--stop", f->stops, "Stop when the output contains this text (repeatable)");
   sub->add_flag("--ids", f->ids, "Print generated token ids, space-separated, on one line");

@@ -6,8 +6,10 @@
 //     on the shard files, all on one "drive" (the model directory).
 // Faults: a piece that fails (short read, EIO, vanished file) marks its drive failed and is
 // retried on another holder; a record whose XXH3 does not match (checked on its first read in
-// the process, and on every read with verify on) is read again from each other holder. When no holder is left the read completes with an error naming the
-// drive and the expert. It never hangs: every read's callback runs exactly once.
+// the process, and on every read with verify on) marks the drives it came from suspect and is
+// read again from a holder whose copy has not failed. When no holder is left the read completes
+// with an error naming the drive and the expert. It never hangs: every read's callback runs
+// exactly once.
 #pragma once
 
 #include <atomic>

@@ -10,7 +10,7 @@
 namespace deltafin {
 namespace {
 
-// First index i < n whose u16 (or u32) element has all of `mask` set, or -1. A plain loop the
+// First index i < n whose u8, u16 or u32 element has all of `mask` set, or -1. A plain loop the
 // compiler vectorises: the check runs at memory speed over the spine.
 template <class T>
 int64_t first_with_mask(const void* data, int64_t n, T mask) {

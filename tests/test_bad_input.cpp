@@ -113,3 +113,41 @@ TEST_CASE("nonsense flags and token lists", "[bad-input]") {
     CHECK(r.output.rfind("deltafin: ", 0) == 0);
   }
 }
+
+// Issue 12, item 10: what transformers does with the same directory, and reasons named.
+TEST_CASE("model.safetensors beside an index: the single file is loaded, as transformers does", "[bad-input]") {
+  ScratchModel m("dsv3_tiny");
+  m.write("model.safetensors.index.json", R"({"metadata": {}, "weight_map": {"lm_head.weight": "absent.safetensors"}})");
+  const auto r = run_deltafin("logits -m " + m.dir.string() + " --tokens 1,2,3 --out " + (m.dir / "out.npy").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("loading model.safetensors (as transformers does) and ignoring the index") != std::string::npos);
+  CHECK(std::filesystem::exists(m.dir / "out.npy"));
+}
+
+TEST_CASE("checkpoint tensors the config does not describe are reported", "[bad-input]") {
+  ScratchModel m("k3_tiny");
+  m.patch("config.json", "\"num_hidden_layers\": 13", "\"num_hidden_layers\": 12");
+  const auto r = run_deltafin("run -m " + m.dir.string() + " --tokens 1,2 --ids -n 1 --placement none");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("46 tensor(s) of the checkpoint are not used by its config.json (first: "
+                      "'language_model.model.layers.12.") != std::string::npos);
+  // A DeepSeek-V3 checkpoint's multi-token-prediction layer (model.layers.<num_hidden_layers>) is expected.
+  ScratchModel mtp("dsv3_tiny");
+  mtp.patch("config.json", "\"num_hidden_layers\": 4", "\"num_hidden_layers\": 3");
+  const auto quiet = run_deltafin("run -m " + mtp.dir.string() + " --tokens 1,2 --ids -n 1 --placement none");
+  INFO(quiet.output);
+  CHECK(quiet.exit_code == 0);
+  CHECK(quiet.output.find("not used") == std::string::npos);
+  mtp.patch("config.json", "\"num_nextn_predict_layers\": 1", "\"num_nextn_predict_layers\": 0");
+  CHECK(run_deltafin("run -m " + mtp.dir.string() + " --tokens 1,2 --ids -n 1 --placement none").output.find(
+            "tensor(s) of the checkpoint are not used") != std::string::npos);
+}
+
+TEST_CASE("a config.json that cannot be opened names the reason", "[bad-input]") {
+  ScratchModel m("dsv3_tiny");
+  std::filesystem::remove(m.dir / "config.json");
+  std::filesystem::create_symlink("config.json", m.dir / "config.json");  // a loop
+  expect_model_error(m, {"config.json: cannot open config.json: Too many levels of symbolic links"});
+}

@@ -78,7 +78,7 @@ test::CommandResult run_stdout(const std::string& args, std::string* err = nullp
 
 std::string greedy(const std::string& model, const std::string& extra) {
   const std::string prompt = test::join_ids(test::read_golden(model).prompt, ",");
-  return "run -m " + model + " --tokens " + prompt + " -n 24 --temp 0 --ids --ignore-eos" + extra;
+  return fmt::format("run -m {} --tokens {} -n 24 --temp 0 --ids --ignore-eos{}", model, prompt, extra);
 }
 
 void flip_byte(const std::string& file, uint64_t offset) {
@@ -166,6 +166,72 @@ TEST_CASE("verify: a clean placement passes; a flipped byte names the drive and 
   CHECK(bad.output.find(fmt::format("expert {}/{}", victim.layer, victim.expert)) != std::string::npos);
   CHECK(bad.output.find(m.drives[victim.holders[0].drive]) != std::string::npos);
   CHECK(bad.output.find("checksum mismatch") != std::string::npos);
+}
+
+// Issue 12, item 2: experts replaced by others of the same shapes after placing.
+TEST_CASE("a placement whose checkpoint changed is refused by run and reported by verify", "[placement][bad-input]") {
+  Bench b("k2_tiny");
+  const std::string manifest = b.place(1, "p.json");
+  const std::string good_ids = run_stdout(greedy(b.model, " --placement " + manifest)).output;
+  const auto index = WeightIndex::open(b.model);
+  const ExpertTable experts = load_expert_table(b.model, *index);
+  const TensorRef& tensor = record_part_tensor(experts.at(1, 3), 0);
+  const std::string shard = index->shard_path(tensor.shard);
+  const std::string shard_name = fs::path(shard).filename().string();
+  const auto then = fs::last_write_time(shard);
+  // A "new revision": one expert weight's bytes differ (low mantissa bits of a bf16: still finite).
+  flip_byte(shard, tensor.info->offset + 2 * 7);
+  fs::last_write_time(shard, then + std::chrono::seconds(5));
+
+  const auto run = run_deltafin(greedy(b.model, " --placement " + manifest));
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(run.output.find(manifest + ": stale placement: shard " + shard_name + " was modified after the placement was made") !=
+        std::string::npos);
+  CHECK(std::count(run.output.begin(), run.output.end(), '\n') == 1);
+
+  const auto verify = run_deltafin("verify -m " + b.model + " --placement " + manifest);
+  INFO(verify.output);
+  CHECK(verify.exit_code == 1);
+  CHECK(verify.output.find("stale placement: shard " + shard_name) != std::string::npos);
+
+  // The same bytes change with the old modification time kept (cp -p): only a comparison of the
+  // records with the shards can see it.
+  fs::last_write_time(shard, then);
+  const auto against = run_deltafin("verify -m " + b.model + " --placement " + manifest + " --against-shards");
+  INFO(against.output);
+  CHECK(against.exit_code == 1);
+  CHECK(against.output.find(shard + ": expert 1/3 (layer/expert, tensor '" + tensor.info->name) != std::string::npos);
+  CHECK(against.output.find("1 of ") != std::string::npos);
+  CHECK(against.output.find("records differ from the shards") != std::string::npos);
+  CHECK(run_deltafin("verify -m " + b.model + " --placement " + manifest + " --against-shards --update-sources").exit_code == 1);
+
+  // Back to the placed bytes, touched: verify --against-shards --update-sources accepts the
+  // shards again, and run gives the ids it gave before.
+  flip_byte(shard, tensor.info->offset + 2 * 7);
+  fs::last_write_time(shard, then + std::chrono::seconds(9));
+  CHECK(run_deltafin(greedy(b.model, " --placement " + manifest)).exit_code == 1);
+  const auto update = run_deltafin("verify -m " + b.model + " --placement " + manifest + " --against-shards --update-sources");
+  INFO(update.output);
+  CHECK(update.exit_code == 0);
+  CHECK(update.output.find("recorded the shards' current sizes and times") != std::string::npos);
+  CHECK(run_stdout(greedy(b.model, " --placement " + manifest)).output == good_ids);
+  CHECK(run_deltafin("verify -m " + b.model + " --placement " + manifest).exit_code == 0);
+}
+
+TEST_CASE("a placement's shard that grew or shrank is named", "[placement][bad-input]") {
+  Bench b("k2_tiny");
+  const std::string manifest = b.place(1, "p.json");
+  const auto index = WeightIndex::open(b.model);
+  const ExpertTable experts = load_expert_table(b.model, *index);
+  const std::string shard = index->shard_path(record_part_tensor(experts.at(1, 0), 0).shard);
+  const auto size = fs::file_size(shard);
+  std::ofstream(shard, std::ios::app) << "trailing";
+  const auto r = run_deltafin(greedy(b.model, " --placement " + manifest));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find(fmt::format("shard {} changed since the placement was made ({} bytes then, {} now)",
+                                  fs::path(shard).filename().string(), size, size + 8)) != std::string::npos);
 }
 
 TEST_CASE("place resumes after an interruption and gives the same manifest", "[placement]") {
@@ -325,7 +391,7 @@ TEST_CASE("reader: a drive that starts failing mid-run falls back to its replica
   const ExpertTable experts = load_expert_table(b.model, *index);
   ReaderOptions options;
   options.piece_bytes = 4096;
-  auto placed = ExpertReader::from_placement(m, mirrored, experts, options);
+  auto placed = ExpertReader::from_placement(m, mirrored, *index, experts, options);
   auto shards = ExpertReader::from_shards(*index, experts, options);
   fs::resize_file(m.drives[0], 4096);  // after opening: every read past the first page is short
   ExpertStore from_drives(*index, experts, *placed, 1 << 20), from_shards(*index, experts, *shards, 1 << 20);
@@ -384,23 +450,29 @@ TEST_CASE("store: demoted experts are evicted first", "[placement]") {
 }
 
 TEST_CASE("placement manifest parser: bad input names the file and the problem", "[placement][bad-input]") {
-  const std::string good = R"({"format": "deltafin-placement", "version": 1, "model": "0123456789abcdef", "alignment": 4096,
-    "drives": ["/a.bin", "/b.bin"], "records": [[1, 0, 100, "00000000000000aa", [[0, 0], [1, 4096]]], [1, 1, 5, "00000000000000bb", [[1, 0]]]]})";
+  const std::string good = R"({"format": "deltafin-placement", "version": 2, "model": "0123456789abcdef", "alignment": 4096,
+    "sources": [["model.safetensors", 123, 1700000000000000000]], "drives": ["/a.bin", "/b.bin"], "records": [[1, 0, 100, "00000000000000aa", [[0, 0], [1, 4096]]], [1, 1, 5, "00000000000000bb", [[1, 0]]]]})";
   CHECK(parse_placement(good, "m.json").records.size() == 2);
   CHECK(parse_placement(placement_json(parse_placement(good, "m.json")), "m.json").records[0].holders[1].offset == 4096);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{", "broken"},
       {R"({"format": "x"})", "not a deltafin placement"},
       {R"({"format": "deltafin-placement", "version": 9})", "version"},
-      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 1000, "drives": ["/a"], "records": []})", "alignment"},
-      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": [], "records": []})", "drives"},
-      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 0, 10, "00000000000000aa", [[1, 0]]]]})", "drive"},
-      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 0, 10, "00000000000000aa", [[0, 100]]]]})", "aligned"},
-      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 0, 10, "zz", [[0, 0]]]]})", "checksum"},
-      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 1, 10, "00000000000000aa", [[0, 0]]], [1, 0, 10, "00000000000000aa", [[0, 4096]]]]})", "sorted"},
-      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a", "/b"], "records": [[1, 0, 10, "00000000000000aa", [[0, 0], [0, 4096]]]]})", "twice"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 1000, "drives": ["/a"], "records": []})", "alignment"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": [], "records": []})", "drives"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a"], "records": [[1, 0, 10, "00000000000000aa", [[1, 0]]]]})", "drive"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a"], "records": [[1, 0, 10, "00000000000000aa", [[0, 100]]]]})", "aligned"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a"], "records": [[1, 0, 10, "zz", [[0, 0]]]]})", "checksum"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a"], "records": [[1, 1, 10, "00000000000000aa", [[0, 0]]], [1, 0, 10, "00000000000000aa", [[0, 4096]]]]})", "sorted"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a", "/b"], "records": [[1, 0, 10, "00000000000000aa", [[0, 0], [0, 4096]]]]})", "twice"},
+      // Issue 12, item 2: the shards a placement was made from.
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "drives": ["/a"], "records": []})", "sources"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", -1, 2]], "drives": ["/a"], "records": []})", "source 0"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["../s", 1, 2]], "drives": ["/a"], "records": []})", "not a plain file name"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2], ["s", 3, 4]], "drives": ["/a"], "records": []})", "listed twice"},
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": []})", "version 2"},
       // Issue 12, item 4: two records sharing bytes of one drive (a swapped or shifted offset).
-      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": [[1, 0, 5000, "00000000000000aa", [[0, 0]]], [1, 1, 10, "00000000000000bb", [[0, 4096]]]]})", "records 0 and 1 overlap on drive 0 (at offset 4096)"},
+      {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a"], "records": [[1, 0, 5000, "00000000000000aa", [[0, 0]]], [1, 1, 10, "00000000000000bb", [[0, 4096]]]]})", "records 0 and 1 overlap on drive 0 (at offset 4096)"},
   };
   for (const auto& [text, expected] : cases) {
     INFO(text);

@@ -74,12 +74,7 @@ std::unique_ptr<Drafter> open_drafter(const RunFlags& f, const Engine& target) {
 }
 
 std::string read_prompt_text(const RunFlags& f) {
-  if (!f.prompt_file.empty()) {
-    require_regular_file(f.prompt_file, "the prompt file (-f)");
-    std::ifstream in(f.prompt_file, std::ios::binary);
-    if (!in) fail("{}: cannot read the prompt file", f.prompt_file);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
+  if (!f.prompt_file.empty()) return read_input_file(f.prompt_file, "the prompt file (-f)");
   if (f.prompt_given && f.prompt != "-") return f.prompt;
   std::string text(std::istreambuf_iterator<char>(std::cin), {});
   if (std::cin.bad()) fail("stdin: read error");

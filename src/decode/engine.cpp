@@ -82,6 +82,29 @@ uint64_t fitting_budget(const EngineOptions& o, uint64_t spine) {
   return room;
 }
 
+// Warns about checkpoint tensors the config does not describe (a config with 5 layers for a
+// checkpoint of 6), as transformers does. Not counted: multi-token-prediction layers
+// [layers, layers + nextn), and tensors outside the language model (a multimodal wrapper's
+// vision tower when the language model sits under a prefix).
+void warn_unused_tensors(const WeightIndex& index, int64_t layers, int64_t nextn) {
+  std::vector<std::string> unused;
+  for (const std::string& name : index.unused_tensors()) {
+    if (name.rfind(index.prefix(), 0) != 0) continue;
+    const std::string_view rest = std::string_view(name).substr(index.prefix().size());
+    int64_t layer = -1;
+    if (rest.rfind("model.layers.", 0) == 0) {
+      const std::string digits(rest.substr(13, rest.find('.', 13) - 13));
+      if (!digits.empty() && digits.size() < 10 && std::all_of(digits.begin(), digits.end(), ::isdigit)) layer = std::stoll(digits);
+    }
+    if (layer >= layers && layer < layers + nextn) continue;
+    unused.push_back(name);
+  }
+  if (unused.empty()) return;
+  spdlog::warn("{}: {} tensor(s) of the checkpoint are not used by its config.json (first: '{}'{}); does the config "
+               "describe this checkpoint?",
+               index.dir(), unused.size(), unused.front(), unused.size() > 1 ? fmt::format(", last: '{}'", unused.back()) : "");
+}
+
 // Expert records come from the placement when there is one (given, or next to the model), else
 // from the original shards.
 std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIndex& index, const ExpertTable& experts,
@@ -98,7 +121,7 @@ std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIn
     return ExpertReader::from_shards(index, experts, r);
   }
   source = path;
-  return ExpertReader::from_placement(read_placement(path), path, experts, r);
+  return ExpertReader::from_placement(read_placement(path), path, index, experts, r);
 }
 
 template <class F>
@@ -192,6 +215,7 @@ class ModelEngine final : public Engine {
     summary_.spine_bytes = model_.spine_bytes();
     for (int64_t l = 0; l < experts_.layers(); ++l) summary_.moe_layers += experts_.has(l) ? 1 : 0;
     if (o.lookahead) model_.set_lookahead(store_.budget_bytes() / 4);
+    warn_unused_tensors(*index_, config_.num_hidden_layers, config_.num_nextn_predict_layers);
   }
 
   const ModelSummary& summary() const override { return summary_; }

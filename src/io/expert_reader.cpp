@@ -66,12 +66,15 @@ std::unique_ptr<ExpertReader> ExpertReader::from_shards(const WeightIndex& index
 }
 
 std::unique_ptr<ExpertReader> ExpertReader::from_placement(const PlacementManifest& manifest,
-                                                           const std::string& manifest_path,
+                                                           const std::string& manifest_path, const WeightIndex& index,
                                                            const ExpertTable& experts, const ReaderOptions& options) {
   const std::string fingerprint = model_fingerprint(experts);
   if (manifest.model != fingerprint)
     fail("{}: placement made for a different model (fingerprint {}, this model {}); run `deltafin place` again",
          manifest_path, manifest.model, fingerprint);
+  if (const auto changes = source_changes(manifest, placement_sources(index, experts)); !changes.empty())
+    fail("{}: stale placement: {}; run `deltafin place` again (`deltafin verify --against-shards` compares the records "
+         "with the shards)", manifest_path, changes.front());
   std::unique_ptr<ExpertReader> r(new ExpertReader(experts, options));
   r->placed_ = true;
   std::vector<std::string> unusable(manifest.drives.size());  // why a drive cannot be used ("" = fine)

@@ -41,10 +41,13 @@ class ExpertReader {
 
   static std::unique_ptr<ExpertReader> from_shards(const WeightIndex& index, const ExpertTable& experts,
                                                    const ReaderOptions& options);
-  // Opens every drive's data file; a drive that cannot be opened (or is too short) is marked
-  // failed, and opening fails naming it when some expert has no other holder.
+  // Refuses a placement made for other tensors or from shards that changed since (size or
+  // modification time, naming the shard). Opens every drive's data file; a drive that cannot be
+  // opened (or is too short) is marked failed, and opening fails naming it when some expert has
+  // no other holder.
   static std::unique_ptr<ExpertReader> from_placement(const PlacementManifest& manifest, const std::string& manifest_path,
-                                                      const ExpertTable& experts, const ReaderOptions& options);
+                                                      const WeightIndex& index, const ExpertTable& experts,
+                                                      const ReaderOptions& options);
   ~ExpertReader();
 
   // Bytes of the buffer a record needs (payload rounded up to 4096).

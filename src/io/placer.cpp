@@ -70,6 +70,15 @@ std::map<size_t, uint64_t> read_journal(const std::string& path, uint64_t plan_h
   return done;
 }
 
+// Fills buffer (padded(record) bytes) with the record of `ref` read from the shards: every part
+// at its layout offset, zeros between and after.
+void assemble_record(const WeightIndex& index, const ExpertRef& ref, std::byte* buffer, uint64_t padded_bytes) {
+  const RecordLayout layout = record_layout(ref);
+  std::memset(buffer, 0, padded_bytes);
+  for (int part = 0; part < 6; ++part)
+    if (const TensorRef& t = record_part_tensor(ref, part); t.info) index.read(t, buffer + layout.offset[part]);
+}
+
 }  // namespace
 
 PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlanOptions& o) {
@@ -153,6 +162,7 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
     ~Unlock() { ::unlink(path.c_str()), ::close(fd); }  // unlinked while still held
   } unlock{lock_fd, lock_path};
   OutputFile manifest_out(manifest_path);  // before the data: a wrong directory fails at once
+  plan.sources = placement_sources(index, experts);  // part of the plan: changed shards restart a resume
   const uint64_t plan_hash = XXH3_64bits(placement_json(plan).data(), placement_json(plan).size());
   const std::string journal_path = manifest_path + ".journal";
   const std::vector<uint64_t> sizes = drive_sizes(plan);
@@ -213,11 +223,7 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
         r.xxh3 = it->second;
         ++p.records_resumed;
       } else {
-        const ExpertRef& ref = experts.at(r.layer, r.expert);
-        const RecordLayout layout = record_layout(ref);
-        std::memset(buffer.data(), 0, padded(r));
-        for (int part = 0; part < 6; ++part)
-          if (const TensorRef& t = record_part_tensor(ref, part); t.info) index.read(t, buffer.data() + layout.offset[part]);
+        assemble_record(index, experts.at(r.layer, r.expert), buffer.data(), padded(r));
         r.xxh3 = XXH3_64bits(buffer.data(), r.payload);
         for (const PlacementHolder& h : r.holders) write_all(fds[h.drive], buffer.data(), padded(r), h.offset, partial[h.drive]);
         unsynced.push_back(i);
@@ -268,6 +274,35 @@ std::vector<VerifyFailure> verify_placement(const PlacementManifest& m, const st
                                           m.drives[h.drive], r.layer, r.expert, h.offset)});
       } catch (const Error& e) {
         failures.push_back({r.layer, r.expert, h.drive, fmt::format("drive {}: expert {}/{}: {}", h.drive, r.layer, r.expert, e.what())});
+      }
+    }
+    if (progress) progress(++checked);
+  }
+  return failures;
+}
+
+std::vector<VerifyFailure> verify_against_shards(const PlacementManifest& m, const WeightIndex& index,
+                                                 const ExpertTable& experts, const std::function<void(uint64_t)>& progress) {
+  std::vector<VerifyFailure> failures;
+  uint64_t largest = 0;
+  for (const PlacedRecord& r : m.records) largest = std::max(largest, padded(r));
+  AlignedBuffer buffer(largest);
+  uint64_t checked = 0;
+  for (const PlacedRecord& r : m.records) {
+    if (!experts.has(r.layer) || r.expert >= experts.experts()) {
+      failures.push_back({r.layer, r.expert, -1, fmt::format("expert {}/{} (layer/expert) is not in the checkpoint", r.layer, r.expert)});
+    } else if (const ExpertRef& ref = experts.at(r.layer, r.expert); record_layout(ref).payload != r.payload) {
+      failures.push_back({r.layer, r.expert, -1,
+                          fmt::format("expert {}/{} (layer/expert) has {} bytes placed, {} in the checkpoint", r.layer,
+                                      r.expert, r.payload, record_layout(ref).payload)});
+    } else {
+      assemble_record(index, ref, buffer.data(), padded(r));
+      if (XXH3_64bits(buffer.data(), r.payload) != r.xxh3) {
+        const TensorRef& first = record_part_tensor(ref, 0);
+        failures.push_back({r.layer, r.expert, -1,
+                            fmt::format("{}: expert {}/{} (layer/expert, tensor '{}' and its parts) differs from its placed "
+                                        "record: the checkpoint changed after placing",
+                                        index.shard_path(first.shard), r.layer, r.expert, first.info->name)});
       }
     }
     if (progress) progress(++checked);

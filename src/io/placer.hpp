@@ -7,7 +7,8 @@
 //   write_placement: writes each drive's data file under "<file>.partial", journaling the records
 //     that are synced to disk in "<manifest>.journal", so an interrupted run resumes where it
 //     stopped; renames the data files and writes the manifest (temporary name + rename) at the
-//     end. The source checkpoint is only read.
+//     end. The source checkpoint is only read; the manifest records its shards' sizes and
+//     modification times, and each record's XXH3 is that of the source bytes.
 #pragma once
 
 #include <cstdint>
@@ -48,5 +49,9 @@ struct VerifyFailure {
 
 // Reads every record on every holder and compares its XXH3 with the manifest's.
 std::vector<VerifyFailure> verify_placement(const PlacementManifest& manifest, const std::function<void(uint64_t)>& progress);
+// Builds every record again from the checkpoint's shards and compares its XXH3 with the
+// manifest's: a difference means the experts changed after placing (drive -1 in the failures).
+std::vector<VerifyFailure> verify_against_shards(const PlacementManifest& manifest, const WeightIndex& index,
+                                                 const ExpertTable& experts, const std::function<void(uint64_t)>& progress);
 
 }  // namespace deltafin

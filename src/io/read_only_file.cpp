@@ -33,6 +33,11 @@ ReadOnlyFile::ReadOnlyFile(std::string path) : path_(std::move(path)) {
   size_ = static_cast<uint64_t>(st.st_size);
   device_ = static_cast<uint64_t>(st.st_dev), inode_ = static_cast<uint64_t>(st.st_ino);
 #ifdef __APPLE__
+  mtime_ns_ = static_cast<int64_t>(st.st_mtimespec.tv_sec) * 1000000000 + st.st_mtimespec.tv_nsec;
+#else
+  mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+#endif
+#ifdef __APPLE__
   ::fcntl(fd_, F_NOCACHE, 1);  // macOS: every read of this descriptor bypasses the cache
 #elif defined(O_DIRECT)
   direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);  // -1: filesystem refuses

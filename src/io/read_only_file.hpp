@@ -23,6 +23,8 @@ class ReadOnlyFile {
   void read_uncached(void* dst, uint64_t size, uint64_t offset) const;
 
   uint64_t size() const { return size_; }
+  // Modification time at open, in nanoseconds since the epoch.
+  int64_t mtime_ns() const { return mtime_ns_; }
   // Whether `other` is this very file (same device and inode: one path twice, a bind mount, a hard link).
   bool same_file(const ReadOnlyFile& other) const { return device_ == other.device_ && inode_ == other.inode_; }
   const std::string& path() const { return path_; }
@@ -35,6 +37,7 @@ class ReadOnlyFile {
   int direct_fd_ = -1;  // O_DIRECT descriptor (Linux), -1 where unavailable
   uint64_t size_ = 0;
   uint64_t device_ = 0, inode_ = 0;
+  int64_t mtime_ns_ = 0;
 };
 
 }  // namespace deltafin

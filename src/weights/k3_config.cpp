@@ -2,8 +2,6 @@
 #include "weights/k3_config.hpp"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "weights/config_reader.hpp"
 #include "util/input_file.hpp"
@@ -48,6 +46,7 @@ K3Config parse_k3_config(const std::string& json, const std::string& path) {
   c.path = path;
   c.vocab_size = cfg.integer("vocab_size");
   c.max_position_embeddings = cfg.integer("max_position_embeddings", 0);
+  c.num_nextn_predict_layers = cfg.integer("num_nextn_predict_layers", 0);
   c.hidden_size = cfg.integer("hidden_size");
   c.num_hidden_layers = cfg.integer("num_hidden_layers");
   c.intermediate_size = cfg.integer("intermediate_size");
@@ -130,12 +129,7 @@ K3Config parse_k3_config(const std::string& json, const std::string& path) {
 }
 
 K3Config load_k3_config(const std::string& path) {
-  require_regular_file(path, "config.json");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open (is this a model directory?)", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_k3_config(text.str(), path);
+  return parse_k3_config(read_input_file(path, "config.json", "(is this a model directory?)"), path);
 }
 
 }  // namespace deltafin

@@ -14,6 +14,7 @@ struct K3Config {
 
   int64_t vocab_size = 0;
   int64_t max_position_embeddings = 0;  // the context length; 0: not stated
+  int64_t num_nextn_predict_layers = 0;  // multi-token-prediction layers after the last (not run)
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t intermediate_size = 0;      // dense MLP of the first layers

@@ -4,8 +4,6 @@
 #include <simdjson.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "util/error.hpp"
 #include "weights/config_reader.hpp"
@@ -149,6 +147,7 @@ ModelConfig parse_model_config(const std::string& json, const std::string& path)
   if (act != "silu") fail("{}: hidden_act '{}' is not supported (expected silu)", path, act);
   c.rms_norm_eps = cfg.number("rms_norm_eps", 1e-6f);
   c.max_position_embeddings = cfg.integer("max_position_embeddings", 4096);
+  c.num_nextn_predict_layers = cfg.integer("num_nextn_predict_layers", 0);
   c.tie_word_embeddings = cfg.boolean("tie_word_embeddings", false);
   c.bos_token_id = cfg.token_id("bos_token_id");
   c.eos_token_id = cfg.token_id("eos_token_id");
@@ -190,12 +189,7 @@ ModelConfig parse_model_config(const std::string& json, const std::string& path)
 }
 
 ModelConfig load_model_config(const std::string& path) {
-  require_regular_file(path, "config.json");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open (is this a model directory?)", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_model_config(text.str(), path);
+  return parse_model_config(read_input_file(path, "config.json", "(is this a model directory?)"), path);
 }
 
 }  // namespace deltafin

@@ -47,6 +47,7 @@ struct ModelConfig {
   float routed_scaling_factor = 1.0f;
   float rms_norm_eps = 1e-6f;
   int64_t max_position_embeddings = 0;
+  int64_t num_nextn_predict_layers = 0;  // multi-token-prediction layers after the last (not run)
   bool tie_word_embeddings = false;
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;

@@ -11,11 +11,8 @@ namespace deltafin {
 ModelFamily detect_model_family(const std::string& config_path) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
-  require_regular_file(config_path, "config.json");
-  if (auto err = parser.load(config_path).get(root)) {
-    if (err == simdjson::IO_ERROR) fail("{}: cannot open (is this a model directory?)", config_path);
-    fail("{}: broken JSON ({})", config_path, simdjson::error_message(err));
-  }
+  const std::string json = read_input_file(config_path, "config.json", "(is this a model directory?)");
+  if (auto err = parser.parse(json).get(root)) fail("{}: broken JSON ({})", config_path, simdjson::error_message(err));
   std::string_view outer, text;
   if (root["model_type"].get_string().get(outer) != simdjson::SUCCESS) outer = {};
   if (root["text_config"]["model_type"].get_string().get(text) != simdjson::SUCCESS) text = {};

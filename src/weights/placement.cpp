@@ -6,10 +6,11 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 
+#include <fmt/chrono.h>
 #include <fmt/ranges.h>
 
 #include "io/expert_record.hpp"
@@ -41,6 +42,25 @@ uint64_t unsigned_at(array a, size_t i, uint64_t limit, const std::string& path,
   if (a.at(i).get_uint64().get(v) != simdjson::SUCCESS || v >= limit)
     fail("{}: record {}: {} must be an integer below {}", path, record, what, limit);
   return v;
+}
+
+// A path as a JSON string: quotes, backslashes and control characters escaped.
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+    else if (c < 0x20) out += fmt::format("\\u{:04x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out + '"';
+}
+
+// An mtime as UTC "2026-12-03 08:21:04.123456789".
+std::string mtime_text(int64_t ns) {
+  const std::time_t seconds = static_cast<std::time_t>(ns / 1000000000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  return fmt::format("{:%Y-%m-%d %H:%M:%S}.{:09d} UTC", tm, ns % 1000000000);
 }
 
 }  // namespace
@@ -78,7 +98,24 @@ PlacementManifest parse_placement(std::string_view json, const std::string& path
     fail("{}: field 'alignment' must be a power of two between 512 and 16 MiB", path);
   m.alignment = alignment;
 
-  array drives, records;
+  array sources, drives, records;
+  if (top["sources"].get_array().get(sources) != simdjson::SUCCESS || sources.size() == 0 || sources.size() > 100000)
+    fail("{}: field 'sources' must be a list of 1 to 100000 [shard, bytes, mtime_ns] entries", path);
+  for (element e : sources) {
+    array a;
+    std::string_view shard;
+    PlacementSource source;
+    if (e.get_array().get(a) != simdjson::SUCCESS || a.size() != 3 || a.at(0).get_string().get(shard) != simdjson::SUCCESS ||
+        a.at(1).get_uint64().get(source.bytes) != simdjson::SUCCESS || a.at(2).get_int64().get(source.mtime_ns) != simdjson::SUCCESS)
+      fail("{}: source {}: expected [shard file name, bytes, mtime_ns]", path, m.sources.size());
+    if (shard.empty() || shard == "." || shard == ".." || shard.find('/') != std::string_view::npos ||
+        shard.find('\0') != std::string_view::npos)
+      fail("{}: source {}: '{}' is not a plain file name", path, m.sources.size(), shard);
+    source.shard = std::string(shard);
+    for (const PlacementSource& other : m.sources)
+      if (other.shard == source.shard) fail("{}: source '{}' is listed twice", path, shard);
+    m.sources.push_back(std::move(source));
+  }
   if (top["drives"].get_array().get(drives) != simdjson::SUCCESS || drives.size() == 0 || drives.size() > 256)
     fail("{}: field 'drives' must be a list of 1 to 256 data file paths", path);
   for (element d : drives) {
@@ -136,27 +173,17 @@ PlacementManifest parse_placement(std::string_view json, const std::string& path
 }
 
 PlacementManifest read_placement(const std::string& path) {
-  require_regular_file(path, "the placement manifest");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot read the placement manifest", path);
-  const std::string text(std::istreambuf_iterator<char>(in), {});
-  return parse_placement(text, path);
+  return parse_placement(read_input_file(path, "the placement manifest"), path);
 }
 
 std::string placement_json(const PlacementManifest& m) {
   std::string out = fmt::format("{{\"format\": \"deltafin-placement\", \"version\": {}, \"model\": \"{}\", \"alignment\": {},\n",
                                 PlacementManifest::kVersion, m.model, m.alignment);
-  out += " \"drives\": [";
-  for (size_t d = 0; d < m.drives.size(); ++d) {
-    // Paths are written as JSON strings: escape quotes, backslashes and control characters.
-    std::string escaped;
-    for (unsigned char c : m.drives[d]) {
-      if (c == '"' || c == '\\') escaped += '\\', escaped += static_cast<char>(c);
-      else if (c < 0x20) escaped += fmt::format("\\u{:04x}", c);
-      else escaped += static_cast<char>(c);
-    }
-    out += fmt::format("{}\"{}\"", d ? ", " : "", escaped);
-  }
+  out += " \"sources\": [";
+  for (size_t i = 0; i < m.sources.size(); ++i)
+    out += fmt::format("{}[{}, {}, {}]", i ? ", " : "", json_string(m.sources[i].shard), m.sources[i].bytes, m.sources[i].mtime_ns);
+  out += "],\n \"drives\": [";
+  for (size_t d = 0; d < m.drives.size(); ++d) out += fmt::format("{}{}", d ? ", " : "", json_string(m.drives[d]));
   out += "],\n \"records\": [\n";
   for (size_t i = 0; i < m.records.size(); ++i) {
     const PlacedRecord& r = m.records[i];
@@ -189,6 +216,42 @@ std::string model_fingerprint(const ExpertTable& experts) {
   return hex64(h);
 }
 
+std::vector<PlacementSource> placement_sources(const WeightIndex& index, const ExpertTable& experts) {
+  std::vector<bool> used(static_cast<size_t>(index.shard_count()), false);
+  for (int64_t layer = 0; layer < experts.layers(); ++layer) {
+    if (!experts.has(layer)) continue;
+    for (int64_t e = 0; e < experts.experts(); ++e)
+      for (int part = 0; part < 6; ++part)
+        if (const TensorRef& t = record_part_tensor(experts.at(layer, e), part); t.info) used[t.shard] = true;
+  }
+  std::vector<PlacementSource> sources;
+  for (int s = 0; s < index.shard_count(); ++s)
+    if (used[s]) {
+      const ReadOnlyFile& file = index.shard_file(s);
+      sources.push_back({std::filesystem::path(file.path()).filename().string(), file.size(), file.mtime_ns()});
+    }
+  return sources;
+}
+
+std::vector<std::string> source_changes(const PlacementManifest& m, const std::vector<PlacementSource>& now) {
+  std::vector<std::string> changes;
+  for (const PlacementSource& then : m.sources) {
+    auto it = std::find_if(now.begin(), now.end(), [&](const PlacementSource& s) { return s.shard == then.shard; });
+    if (it == now.end())
+      changes.push_back(fmt::format("shard {} held experts when the placement was made and holds none now", then.shard));
+    else if (it->bytes != then.bytes)
+      changes.push_back(fmt::format("shard {} changed since the placement was made ({} bytes then, {} now)", then.shard,
+                                    then.bytes, it->bytes));
+    else if (it->mtime_ns != then.mtime_ns)
+      changes.push_back(fmt::format("shard {} was modified after the placement was made (mtime {} then, {} now)",
+                                    then.shard, mtime_text(then.mtime_ns), mtime_text(it->mtime_ns)));
+  }
+  for (const PlacementSource& s : now)
+    if (std::none_of(m.sources.begin(), m.sources.end(), [&](const PlacementSource& t) { return t.shard == s.shard; }))
+      changes.push_back(fmt::format("shard {} holds experts now but did not when the placement was made", s.shard));
+  return changes;
+}
+
 std::string usage_json(const std::string& model, const ExpertUsage& usage) {
   std::string out = fmt::format("{{\"format\": \"deltafin-usage\", \"version\": 1, \"model\": \"{}\", \"counts\": [", model);
   bool first = true;
@@ -202,10 +265,7 @@ std::string usage_json(const std::string& model, const ExpertUsage& usage) {
 }
 
 ExpertUsage read_usage(const std::string& path, const std::string& model, const ExpertTable& experts) {
-  require_regular_file(path, "the usage file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot read the usage statistics", path);
-  const std::string text(std::istreambuf_iterator<char>(in), {});
+  const std::string text = read_input_file(path, "the usage statistics");
   simdjson::dom::parser parser;
   element root;
   if (auto err = parser.parse(text).get(root)) fail("{}: broken usage JSON ({})", path, simdjson::error_message(err));

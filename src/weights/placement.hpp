@@ -1,14 +1,19 @@
 // The placement manifest: where every routed expert lives once `deltafin place` has repacked
 // the experts into expert-contiguous records on one or more drives. Versioned JSON:
-//   { "format": "deltafin-placement", "version": 1,
+//   { "format": "deltafin-placement", "version": 2,
 //     "model": "<xxh3 fingerprint of the expert tensors' names, dtypes and shapes>",
 //     "alignment": 4096,
+//     "sources": [["model-00001-of-00002.safetensors", bytes, mtime_ns], ...],  // shards the experts came from
 //     "drives": ["/mnt/d0/deltafin-experts-<model>.bin", ...],      // one data file per drive
 //     "records": [[layer, expert, payload_bytes, "<xxh3 of the payload>", [[drive, offset], ...]], ...] }
 // Every record starts at an `alignment`-aligned offset and occupies round_up(payload, alignment)
 // bytes (zero padding), so O_DIRECT reads need no bounce buffer. A record's holders are every
 // drive with a copy (the first is the primary). parse_placement() checks everything a reader
 // relies on and names the file in every error; it is fuzzed.
+// Staleness: a record's XXH3 is the hash of its expert's source tensor bytes as laid out in the
+// record (zero padding between parts), taken while placing, so `verify --against-shards` can
+// compare records with the checkpoint; `run` compares each source shard's size and modification
+// time with `sources` and refuses a placement whose shards changed.
 #pragma once
 
 #include <cstdint>
@@ -32,10 +37,19 @@ struct PlacedRecord {
   std::vector<PlacementHolder> holders;
 };
 
+// A checkpoint shard that held expert tensors when the placement was made.
+struct PlacementSource {
+  std::string shard;     // file name inside the model directory
+  uint64_t bytes = 0;    // its size then
+  int64_t mtime_ns = 0;  // its modification time then (ns since the epoch)
+  bool operator==(const PlacementSource&) const = default;
+};
+
 struct PlacementManifest {
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
   std::string model;                  // fingerprint (model_fingerprint())
   uint64_t alignment = 4096;
+  std::vector<PlacementSource> sources;  // in the checkpoint's shard order
   std::vector<std::string> drives;    // data file paths, one per drive
   std::vector<PlacedRecord> records;  // ordered by (layer, expert)
 
@@ -52,6 +66,12 @@ std::string placement_json(const PlacementManifest& manifest);
 // Fingerprint of a checkpoint's routed experts: XXH3 over every expert tensor's name, dtype,
 // shape and size, in (layer, expert, part) order. A manifest only serves the model it was made for.
 std::string model_fingerprint(const ExpertTable& experts);
+
+// The shards that hold `experts` tensors now, with their size and modification time.
+std::vector<PlacementSource> placement_sources(const WeightIndex& index, const ExpertTable& experts);
+// One line per difference between the sources a placement was made from and `now`, each naming
+// the shard; empty when the placement is current.
+std::vector<std::string> source_changes(const PlacementManifest& manifest, const std::vector<PlacementSource>& now);
 
 // Usage statistics (`deltafin run --record-usage FILE`): requests per (layer, expert), used by
 // `deltafin place --usage` to choose which experts to replicate.

@@ -2,11 +2,10 @@
 #include "weights/weight_index.hpp"
 
 #include <simdjson.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "util/error.hpp"
 #include "util/input_file.hpp"
@@ -15,15 +14,6 @@ namespace deltafin {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  require_regular_file(path, "the index");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
@@ -35,12 +25,16 @@ std::unique_ptr<WeightIndex> WeightIndex::open(const std::string& dir) {
   std::unique_ptr<WeightIndex> index(new WeightIndex());
   index->dir_ = dir;
   if (!fs::is_directory(dir)) fail("{}: not a model directory", dir);
+  // As in transformers: a single model.safetensors is loaded even when an index lies beside it.
   const fs::path sharded = fs::path(dir) / "model.safetensors.index.json";
-  if (fs::exists(sharded)) {
-    index->index_sharded(sharded.string());
-  } else if (fs::exists(fs::path(dir) / "model.safetensors")) {
+  if (fs::exists(fs::path(dir) / "model.safetensors")) {
+    if (fs::exists(sharded))
+      spdlog::warn("{}: both model.safetensors and model.safetensors.index.json exist; loading model.safetensors "
+                   "(as transformers does) and ignoring the index", dir);
     index->add_shard("model.safetensors");
     for (const TensorInfo& t : index->shards_[0].header.tensors) index->tensors_[t.name] = {&t, 0};
+  } else if (fs::exists(sharded)) {
+    index->index_sharded(sharded.string());
   } else {
     fail("{}: no model.safetensors or model.safetensors.index.json", dir);
   }
@@ -62,7 +56,7 @@ int WeightIndex::add_shard(const std::string& filename) {
 }
 
 void WeightIndex::index_sharded(const std::string& index_path) {
-  const std::string text = read_text(index_path);
+  const std::string text = read_input_file(index_path, "the index");
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (auto err = parser.parse(text).get(root)) fail("{}: broken JSON ({})", index_path, simdjson::error_message(err));
@@ -100,7 +94,9 @@ std::string WeightIndex::where(const std::string& name) const {
 
 const TensorRef* WeightIndex::find(const std::string& name) const {
   auto it = tensors_.find(prefix_ + name);
-  return it == tensors_.end() ? nullptr : &it->second;
+  if (it == tensors_.end()) return nullptr;
+  found_.insert(it->second.info);
+  return &it->second;
 }
 
 MatrixRef WeightIndex::matrix(const std::string& base, int64_t rows, int64_t cols) const {
@@ -212,6 +208,14 @@ std::vector<TensorRef> WeightIndex::all_tensors() const {
   std::vector<TensorRef> out;
   out.reserve(tensors_.size());
   for (const auto& [name, ref] : tensors_) out.push_back(ref);
+  return out;
+}
+
+std::vector<std::string> WeightIndex::unused_tensors() const {
+  std::vector<std::string> out;
+  for (const auto& [name, ref] : tensors_)
+    if (!found_.count(ref.info)) out.push_back(name);
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cpu/weight_view.hpp"
@@ -59,9 +60,13 @@ class WeightIndex {
   void read(const TensorRef& t, void* dst) const;
   const std::string& shard_path(int shard) const { return shards_[shard].file->path(); }
   const ReadOnlyFile& shard_file(int shard) const { return *shards_[shard].file; }
+  int shard_count() const { return static_cast<int>(shards_.size()); }
 
   // Every tensor, for inspect.
   std::vector<TensorRef> all_tensors() const;
+  // Full names of the tensors no lookup has found so far (sorted): once a model is built, the
+  // checkpoint's tensors its config does not describe.
+  std::vector<std::string> unused_tensors() const;
 
  private:
   struct Shard {
@@ -82,6 +87,7 @@ class WeightIndex {
   std::string prefix_;
   std::vector<Shard> shards_;
   std::unordered_map<std::string, TensorRef> tensors_;          // full names
+  mutable std::unordered_set<const TensorInfo*> found_;         // every tensor find() returned
 };
 
 }  // namespace deltafin

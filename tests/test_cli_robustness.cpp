@@ -7,9 +7,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
+
+#include <simdjson.h>
 
 #include "test_util.hpp"
 
@@ -76,6 +83,62 @@ TEST_CASE("worker threads that cannot start give one line suggesting --threads",
 TEST_CASE("a tiny address-space limit gives one line, not a core", "[bad-input]") {
   const auto r = run_limited("ulimit -v 100000;", "run -p hi -n 2");
   expect_one_line(r, {});
+}
+
+// dsv3_tiny with a vocabulary of `vocab`: lm_head and embed_tokens [vocab, 64] F32 are zeros in a
+// hole of a sparse file, so the spine takes gigabytes of memory and no disk.
+void make_huge_vocab_model(const ScratchModel& m, int64_t vocab) {
+  const std::string bytes = m.read("model.safetensors");
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  simdjson::dom::parser parser;
+  simdjson::dom::object header = parser.parse(bytes.substr(8, n)).get_object();
+  const uint64_t big = static_cast<uint64_t>(vocab) * 64 * 4;
+  // The data region: the two big tensors first, then every other tensor in its old order.
+  std::vector<std::pair<uint64_t, std::string_view>> rest;
+  for (auto [key, value] : header)
+    if (key != "__metadata__" && key != "lm_head.weight" && key != "model.embed_tokens.weight")
+      rest.emplace_back(value["data_offsets"].at(0).get_uint64().value(), key);
+  std::sort(rest.begin(), rest.end());
+  std::string json = fmt::format(R"({{"lm_head.weight":{{"dtype":"F32","shape":[{0},64],"data_offsets":[0,{1}]}},)"
+                                 R"("model.embed_tokens.weight":{{"dtype":"F32","shape":[{0},64],"data_offsets":[{1},{2}]}})",
+                                 vocab, big, 2 * big);
+  std::string data;
+  for (const auto& [begin, key] : rest) {
+    simdjson::dom::element t = header[key];
+    const uint64_t end = t["data_offsets"].at(1).get_uint64().value();
+    std::string shape;
+    for (simdjson::dom::element d : t["shape"].get_array()) shape += (shape.empty() ? "" : ",") + std::to_string(d.get_int64().value());
+    json += fmt::format(R"(,"{}":{{"dtype":"{}","shape":[{}],"data_offsets":[{},{}]}})", key, t["dtype"].get_string().value(),
+                        shape, 2 * big + data.size(), 2 * big + data.size() + end - begin);
+    data += bytes.substr(8 + n + begin, end - begin);
+  }
+  json += "}";
+  const std::string path = (m.dir / "model.safetensors").string();
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    const uint64_t len = json.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << json;
+  }
+  fs::resize_file(path, 8 + json.size() + 2 * big);  // the hole
+  std::ofstream(path, std::ios::binary | std::ios::app) << data;
+  std::string config = m.read("config.json");
+  const size_t at = config.find("\"vocab_size\": 288");
+  REQUIRE(at != std::string::npos);
+  m.write("config.json", config.replace(at, 17, fmt::format("\"vocab_size\": {}", vocab)));
+}
+
+// Issue 12, item 8: running out of memory names what was being allocated.
+TEST_CASE("a spine tensor that cannot be allocated is named", "[bad-input]") {
+  ScratchModel m("dsv3_tiny");
+  make_huge_vocab_model(m, 400);  // first: the same model stays loadable at a small vocabulary
+  CHECK(run_deltafin("run -m " + m.dir.string() + " --tokens 1,2 --ids -n 1").exit_code == 0);
+  ScratchModel huge("dsv3_tiny");
+  make_huge_vocab_model(huge, 100'000'000);  // 25.6 GB per tensor
+  const auto r = run_limited("ulimit -v 4000000; DELTAFIN_MEMORY_GB=1000",
+                             "run -m " + huge.dir.string() + " --tokens 1,2 --ids -n 1 --threads 2");
+  expect_one_line(r, {"out of memory loading the spine: tensor 'model.embed_tokens.weight' needs 25.600 GB"});
 }
 
 // Issue 12, item 6: output that does not reach stdout is an error.
@@ -145,22 +208,56 @@ TEST_CASE("an eos_token_id outside the vocabulary is refused", "[bad-input]") {
                   {"config.json", "eos_token_id 999999 is outside the vocabulary"});
 }
 
-// Issue 12, item 8: the spine and the expert budget are compared with the memory the machine (and
-// its cgroup) has free; DELTAFIN_MEMORY_GB stands in for that figure here.
+// Issue 12, item 8: the spine, the KV cache for the planned positions, a draft model's share and
+// the expert budget are compared with the memory the machine (and its cgroup) has free;
+// DELTAFIN_MEMORY_GB stands in for that figure here. The bundled model: spine 9.8 MB, all its
+// experts 17.7 MB, working memory 32 MB; its draft is dense (spine 8.2 MB).
 TEST_CASE("memory that cannot hold the spine, or a --cache-gb that does not fit, is refused; a default budget is lowered", "[bad-input]") {
   const std::string simd = "DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " ";
   const auto run = [&](const std::string& env, const std::string& args) {
     return run_command(env + " " + simd + DELTAFIN_BINARY + " " + args);
   };
   expect_one_line(run("DELTAFIN_MEMORY_GB=0.03", "run -p def -n 2 --ids"),
-                  {"spine", "do not fit in the 0.03 GB free (DELTAFIN_MEMORY_GB)"});
-  expect_one_line(run("DELTAFIN_MEMORY_GB=1", "run -p def -n 2 --ids --cache-gb 2"), {"--cache-gb 2", "at most --cache-gb 0.9"});
+                  {"default-draft: the model's spine (8.2 MB)", "do not fit in the 30.0 MB free (DELTAFIN_MEMORY_GB)"});
+  expect_one_line(run("DELTAFIN_MEMORY_GB=0.045", "run -p def -n 2 --ids --cache-gb 0.01"),
+                  {"--cache-gb 0.01", "the draft model's experts and cache", "at most --cache-gb 0.003"});
   expect_one_line(run("DELTAFIN_MEMORY_GB=lots", "run -p def -n 2 --ids"), {"DELTAFIN_MEMORY_GB=lots"});
-  const auto lowered = run("DELTAFIN_MEMORY_GB=1", "run -p def -n 2 --ids --stats");
+  const auto lowered = run("DELTAFIN_MEMORY_GB=0.045", "run -p def -n 2 --ids --stats");
   INFO(lowered.output);
   CHECK(lowered.exit_code == 0);
-  CHECK(lowered.output.find("expert budget lowered from 4.00 GB to 0.9") != std::string::npos);
-  CHECK(lowered.output.find("(budget 0.9") != std::string::npos);
+  CHECK(lowered.output.find("expert budget lowered from 17.7 MB to 3.") != std::string::npos);
+  CHECK(lowered.output.find("(budget 0.003") != std::string::npos);
+  // A budget above what every expert takes at once is never used: it fits wherever the experts do.
+  CHECK(run("DELTAFIN_MEMORY_GB=0.1", "run -p def -n 2 --ids --cache-gb 50").exit_code == 0);
+  // The KV cache of the planned positions (prompt + -n) is part of the comparison.
+  expect_one_line(run("DELTAFIN_MEMORY_GB=0.06", "run -p def -n 8000 --ids"),
+                  {"models/default: the model's spine (9.8 MB), its KV cache and state for 8001 positions (15.4 MB)",
+                   "do not fit in the 60.0 MB free"});
+}
+
+// Issue 12, item 8: a draft model's experts live in the one budget (they had 1 GB of their own).
+TEST_CASE("a draft model with experts takes its share of the one expert budget", "[bad-input]") {
+  const std::string model = deltafin::test::fixture("k2_tiny");
+  const fs::path json = fs::temp_directory_path() / ("deltafin-share-" + std::to_string(::getpid()) + ".json");
+  const auto budget = [&](const std::string& extra) {
+    const auto r = run_deltafin("run -m " + model + " --tokens 1,2,3 -n 4 --ids --placement none --stats-json " +
+                                json.string() + extra);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::ifstream in(json);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    const size_t at = text.find("\"budget\": ");
+    REQUIRE(at != std::string::npos);
+    return std::stoull(text.substr(at + 10));
+  };
+  const uint64_t all = budget("");  // a default budget is trimmed to every expert at once
+  const uint64_t given = all / 2;
+  const double gb = static_cast<double>(given) / 1e9;
+  const uint64_t target = budget(fmt::format(" --cache-gb {:.12f} --draft model --draft-model {}", gb, model));
+  const uint64_t asked = static_cast<uint64_t>(gb * 1e9);
+  CHECK(target == asked - static_cast<uint64_t>(gb / 4 * 1e9));  // the draft took a quarter
+  CHECK(budget(fmt::format(" --cache-gb {:.12f}", gb)) == asked);
+  fs::remove(json);
 }
 
 TEST_CASE("stop strings apply to --ids output; -n past 10^12 is refused", "[bad-input]") {

@@ -25,6 +25,12 @@ struct EngineOptions {
   int io_depth = 8;            // reads in flight per drive
   double io_piece_mb = 1.0;    // records are read in concurrent pieces of this size
   bool lookahead = false;      // prefetch the next layer's likely experts (router lookahead)
+  // Memory planning (compared with what the machine has free at open): the positions the caller
+  // means to reach (prompt + new tokens), whose KV cache and state are counted; and bytes held
+  // back for others in the process (a draft model's expert share). Positions are counted up to the
+  // model's context length.
+  int64_t positions = 0;
+  uint64_t reserved_bytes = 0;
 };
 
 struct ModelSummary {
@@ -33,6 +39,9 @@ struct ModelSummary {
   int64_t eos_token_id = -1;
   int64_t context_length = 0;   // max_position_embeddings; 0: not stated
   uint64_t spine_bytes = 0;     // resident weights
+  uint64_t state_bytes_per_position = 0;  // KV/latent cache a position adds (with rewind snapshots)
+  uint64_t planned_state_bytes = 0;       // KV cache and state for EngineOptions::positions
+  uint64_t routed_expert_bytes = 0;       // every routed expert record (what a budget beyond it cannot use)
   int64_t moe_layers = 0;       // layers with routed experts
 };
 
@@ -71,6 +80,8 @@ class Session {
   // appended position when all_logits, else [vocab] of the last one.
   virtual std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) = 0;
   virtual int64_t position() const = 0;
+  // Bytes the KV cache and recurrent state hold now (rewind snapshots included).
+  virtual uint64_t state_bytes() const = 0;
   // Forgets positions >= pos (pos <= position()): KV truncated, recurrent state restored. Experts
   // that only the forgotten positions of the last pass used go to the cold end of the cache.
   virtual void rewind(int64_t pos) = 0;

@@ -22,6 +22,7 @@ Command register_logits(CLI::App& app) {
             const std::vector<int32_t> ids = parse_token_list(flags->tokens, "--tokens");
             flags->engine.model_dir = model_dir_or_default(flags->engine.model_dir);
             OutputFile out(flags->out);  // before the run: a wrong directory fails at once
+            flags->engine.positions = static_cast<int64_t>(ids.size());
             auto engine = Engine::open(flags->engine);
             auto session = engine->new_session();
             const std::vector<float> logits = session->append(ids, true);

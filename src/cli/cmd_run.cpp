@@ -47,10 +47,11 @@ struct RunFlags {
 };
 
 // The drafter --draft asks for: auto = the bundled draft when the bundled model is the target
-// (or --draft-model when given), else none.
-std::unique_ptr<Drafter> open_drafter(const RunFlags& f, const Engine& target) {
+// (or --draft-model when given), else none. Returns "off", "ngram" or "model" (dir set).
+std::string drafter_kind(const RunFlags& f, std::string& dir) {
   namespace fs = std::filesystem;
-  std::string kind = f.draft, dir = f.draft_model;
+  std::string kind = f.draft;
+  dir = f.draft_model;
   if (kind != "auto" && kind != "off" && kind != "model" && kind != "ngram")
     fail("--draft: expected auto, off, model or ngram (got '{}')", kind);
   if (kind == "auto") {
@@ -59,18 +60,47 @@ std::unique_ptr<Drafter> open_drafter(const RunFlags& f, const Engine& target) {
     if (dir.empty() && target_dir.filename() == "default" && fs::exists(bundled / "config.json")) dir = bundled.string();
     kind = dir.empty() ? "off" : "model";
   }
-  if (kind == "off" || f.speculative.max_k == 0) return nullptr;
-  if (kind == "ngram") return make_ngram_drafter();
-  if (dir.empty()) fail("--draft model needs --draft-model DIR");
-  EngineOptions o = f.engine;
-  o.model_dir = dir;
-  o.placement = "";
-  o.cache_gb = 1.0, o.cache_gb_given = false;  // lowered, like a default, when memory is short
-  auto draft = Engine::open(o);
-  if (draft->summary().vocab_size != target.summary().vocab_size)
-    fail("--draft-model {}: its vocabulary ({} tokens) differs from the target's ({}); a draft must share the tokenizer",
-         dir, draft->summary().vocab_size, target.summary().vocab_size);
-  return make_model_drafter(std::move(draft), f.sampler);
+  if (f.speculative.max_k == 0) return "off";
+  if (kind == "model" && dir.empty()) fail("--draft model needs --draft-model DIR");
+  return kind;
+}
+
+// The engines of one run: a draft model (when asked) is opened first and takes a quarter of the
+// one expert budget, at most what all its experts take (a dense draft takes nothing); the target
+// gets the rest, and the draft's share and KV cache count against the memory it is compared with.
+struct RunEngines {
+  std::unique_ptr<Engine> target;
+  std::unique_ptr<Drafter> drafter;
+};
+
+RunEngines open_engines(const RunFlags& f, int64_t positions) {
+  std::string dir;
+  const std::string kind = drafter_kind(f, dir);
+  EngineOptions target = f.engine;
+  target.positions = positions;
+  std::unique_ptr<Engine> draft;
+  if (kind == "model") {
+    EngineOptions o = f.engine;
+    o.model_dir = dir;
+    o.placement = "";
+    o.positions = positions;
+    o.cache_gb = f.engine.cache_gb / 4, o.cache_gb_given = false;  // lowered, like a default, when memory is short
+    draft = Engine::open(o);
+    const uint64_t share = std::min(draft->stats().cache_budget_bytes, draft->summary().routed_expert_bytes);
+    target.cache_gb = std::max(0.0, f.engine.cache_gb - share / 1e9);
+    target.reserved_bytes = share + draft->summary().planned_state_bytes;
+  }
+  RunEngines e;
+  e.target = Engine::open(target);
+  if (draft) {
+    if (draft->summary().vocab_size != e.target->summary().vocab_size)
+      fail("--draft-model {}: its vocabulary ({} tokens) differs from the target's ({}); a draft must share the tokenizer",
+           dir, draft->summary().vocab_size, e.target->summary().vocab_size);
+    e.drafter = make_model_drafter(std::move(draft), f.sampler);
+  } else if (kind == "ngram") {
+    e.drafter = make_ngram_drafter();
+  }
+  return e;
 }
 
 std::string read_prompt_text(const RunFlags& f) {
@@ -117,9 +147,11 @@ int run(const RunFlags& f) {
   std::unique_ptr<OutputFile> stats_out, usage_out;
   if (!f.stats_json.empty()) stats_out = std::make_unique<OutputFile>(f.stats_json);
   if (!f.record_usage.empty()) usage_out = std::make_unique<OutputFile>(f.record_usage);
-  auto engine = Engine::open(f.engine);
-  const int64_t context_length = engine->summary().context_length;
   const int64_t needed = static_cast<int64_t>(prompt.size()) + f.max_new;
+  RunEngines engines = open_engines(f, needed);
+  std::unique_ptr<Engine>& engine = engines.target;
+  std::unique_ptr<Drafter>& drafter = engines.drafter;
+  const int64_t context_length = engine->summary().context_length;
   if (context_length > 0 && needed > context_length && !f.past_context)
     fail("the prompt ({} tokens) and -n {} need {} positions, past the model's context of {} "
          "(max_position_embeddings): shorten them, or pass --past-context",
@@ -127,7 +159,6 @@ int run(const RunFlags& f) {
   if (engine->summary().eos_token_id >= 0) stop_ids.push_back(static_cast<int32_t>(engine->summary().eos_token_id));
   if (f.ignore_eos) stop_ids.clear();
   auto session = engine->new_session();
-  std::unique_ptr<Drafter> drafter = open_drafter(f, *engine);
   g_interrupted = 0;
   std::signal(SIGINT, on_sigint);
 
@@ -197,6 +228,7 @@ int run(const RunFlags& f) {
   report.decode_tokens = static_cast<int64_t>(decoder.stats().steps);
   report.speculative = decoder.stats();
   report.drafter = drafter ? drafter->name() : "off";
+  report.state_bytes = session->state_bytes();
   if (f.stats) print_receipt(*engine, report);
   if (stats_out) stats_out->write(stats_json(*engine, report));
   if (usage_out) usage_out->write(engine->usage_json());

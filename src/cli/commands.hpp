@@ -49,6 +49,7 @@ struct RunReport {
   std::vector<int32_t> generated;
   SpeculativeStats speculative;
   std::string drafter = "off";
+  uint64_t state_bytes = 0;           // the target's KV cache and state at the end
 };
 
 // Prints the --stats receipt to stderr.

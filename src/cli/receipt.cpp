@@ -72,9 +72,11 @@ void print_receipt(const Engine& engine, const RunReport& r) {
                  dr.bytes / kGB, dr.reads, rate(dr.bytes / kGB, dr.busy_seconds), dr.busy_seconds,
                  dr.failed ? " FAILED" : "", dr.path.c_str());
   }
-  std::fprintf(stderr, "memory    peak RSS %.4f GB = spine %.4f GB + expert memory peak %.4f GB (budget %.4f GB) + rest\n",
+  std::fprintf(stderr,
+               "memory    peak RSS %.4f GB = spine %.4f GB + expert memory peak %.4f GB (budget %.4f GB) + KV cache and state "
+               "%.4f GB (%.1f KB a position) + rest\n",
                peak_rss_bytes() / kGB, engine.summary().spine_bytes / kGB, s.peak_cache_bytes / kGB,
-               s.cache_budget_bytes / kGB);
+               s.cache_budget_bytes / kGB, r.state_bytes / kGB, engine.summary().state_bytes_per_position / 1e3);
   std::fprintf(stderr, "ids hash  xxh3:%016" PRIx64 " (%zu ids)\n", ids_hash(r.generated), r.generated.size());
 }
 
@@ -96,7 +98,8 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       "  \"experts\": {{\"source\": {}, \"bytes_read\": {}, \"reads\": {}, \"hits\": {}, \"runs\": {}, \"selections\": {}, "
       "\"repeat_reads_in_pass\": {}, \"io_wait_seconds\": {:.6f}, \"prefetch_reads\": {}, \"prefetch_used\": {}, "
       "\"prefetch_bytes\": {}}},\n"
-      "  \"memory\": {{\"peak_rss\": {}, \"spine\": {}, \"expert_peak\": {}, \"budget\": {}}},\n"
+      "  \"memory\": {{\"peak_rss\": {}, \"spine\": {}, \"expert_peak\": {}, \"budget\": {}, \"state\": {}, "
+      "\"state_per_position\": {}}},\n"
       "  \"drives\": [{}\n  ],\n"
       "  \"speculative\": {{\"drafter\": {}, \"steps\": {}, \"verify_passes\": {}, \"drafted\": {}, \"accepted\": {}, "
       "\"committed\": {}, \"probes\": {}, \"draft_seconds\": {:.6f}, \"decode_expert_runs\": {}, \"moe_layers\": {}}},\n"
@@ -106,7 +109,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       s.expert_bytes_read - r.at_decode_start.expert_bytes_read, json_string(s.expert_source), s.expert_bytes_read,
       s.expert_misses, s.expert_hits, s.expert_runs, s.expert_selections, s.repeat_reads_in_pass, s.io_wait_seconds,
       s.prefetch_reads, s.prefetch_used, s.prefetch_bytes, peak_rss_bytes(), engine.summary().spine_bytes,
-      s.peak_cache_bytes, s.cache_budget_bytes, drives, json_string(r.drafter), r.speculative.steps,
+      s.peak_cache_bytes, s.cache_budget_bytes, r.state_bytes, engine.summary().state_bytes_per_position, drives, json_string(r.drafter), r.speculative.steps,
       r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
       r.speculative.probes, r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,
       engine.summary().moe_layers, ids_hash(r.generated), fmt::join(r.generated, ", "));

@@ -20,7 +20,9 @@
 #include "io/expert_store.hpp"
 #include "model/k2_model.hpp"
 #include "model/k3_model.hpp"
+#include "io/aligned_buffer.hpp"
 #include "util/error.hpp"
+#include "util/human_bytes.hpp"
 #include "util/memory_available.hpp"
 #include "weights/model_size.hpp"
 #include "weights/model_family.hpp"
@@ -43,6 +45,11 @@ struct K2Family {
   static int64_t eos(const Config& c) { return c.eos_token_id; }
   static int64_t context(const Config& c) { return c.max_position_embeddings; }
   static uint64_t spine_bytes(const Config& c) { return k2_bytes_from_config(c).spine; }
+  static uint64_t state_bytes(const State& s) { return s.bytes(); }
+  // The latent cache for `positions`, [layers][positions][kv_lora + rope] floats.
+  static uint64_t planned_state_bytes(const Config& c, int64_t positions, size_t) {
+    return static_cast<uint64_t>(positions) * c.num_hidden_layers * (c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
+  }
 };
 
 struct K3Family {
@@ -58,27 +65,62 @@ struct K3Family {
   static int64_t eos(const Config& c) { return c.eos_token_id; }
   static int64_t context(const Config& c) { return c.max_position_embeddings; }
   static uint64_t spine_bytes(const Config& c) { return k3_bytes_from_config(c).spine; }
+  static uint64_t state_bytes(const State& s) {
+    uint64_t bytes = s.mla.bytes();
+    for (size_t l = 0; l < s.kda_state.size(); ++l) bytes += (s.kda_state[l].size() + s.conv[l].size()) * sizeof(float);
+    return bytes;
+  }
+  // The MLA layers' latent cache for `positions` and the KDA layers' recurrent state and
+  // convolution windows, once for the live state and once per snapshot kept for rewinds.
+  static uint64_t planned_state_bytes(const Config& c, int64_t positions, size_t snapshots) {
+    const uint64_t mla = std::count(c.is_mla.begin(), c.is_mla.end(), true), kda = c.num_hidden_layers - mla;
+    const uint64_t ch = c.kda_heads * c.kda_head_dim;
+    const uint64_t one = (static_cast<uint64_t>(positions) * mla * (c.kv_lora_rank + c.qk_rope_head_dim) +
+                          kda * (ch * c.kda_head_dim + 3 * (c.conv_kernel - 1) * ch)) * sizeof(float);
+    return one * (1 + snapshots);
+  }
 };
 
-// The expert budget that fits: the spine and a working reserve must fit in what the machine (and
-// its cgroup) has free; a default budget is lowered to the rest, saying so; one the user gave is
-// refused in one line when it does not fit.
-uint64_t fitting_budget(const EngineOptions& o, uint64_t spine) {
-  const uint64_t asked = static_cast<uint64_t>(o.cache_gb * 1e9);
+// What one engine keeps in memory besides its expert cache.
+struct MemoryPlan {
+  uint64_t spine = 0;
+  uint64_t state = 0;      // KV cache and state for `positions`
+  int64_t positions = 0;
+  uint64_t experts = 0;    // every routed expert record at once
+};
+
+uint64_t all_experts_bytes(const ExpertReader& reader, const ExpertTable& experts) {
+  uint64_t total = 0;
+  for (int64_t layer = 0; layer < experts.layers(); ++layer)
+    if (experts.has(layer))
+      for (int64_t e = 0; e < experts.experts(); ++e) total += round_up(reader.buffer_bytes(layer, e), AlignedBuffer::kAlignment);
+  return total;
+}
+
+// The expert budget: at most what every expert takes at once (more is never used). The spine,
+// the KV cache and state for the planned positions, a working reserve and what the caller holds
+// back for others (a draft model's expert share) must fit in what the machine (and its cgroup)
+// has free; a default budget is lowered to the rest, saying so; one the user gave is refused in
+// one line when it does not fit.
+uint64_t fitting_budget(const EngineOptions& o, const MemoryPlan& p) {
+  const uint64_t asked = std::min(static_cast<uint64_t>(o.cache_gb * 1e9), p.experts);
   const auto avail = memory_available();
   if (!avail) return asked;
-  // Activations, caches and the runtime: a quarter of the spine, 32 MB to 256 MB.
-  const uint64_t reserve = std::clamp<uint64_t>(spine / 4, 32'000'000, 256'000'000);
-  if (spine + reserve > avail->bytes)
-    fail("the model's spine ({:.2f} GB) and working memory ({:.2f} GB) do not fit in the {:.2f} GB free ({})",
-         spine / 1e9, reserve / 1e9, avail->bytes / 1e9, avail->source);
-  const uint64_t room = avail->bytes - spine - reserve;
+  // Activations and the runtime: a quarter of the spine, 32 MB to 256 MB.
+  const uint64_t reserve = std::clamp<uint64_t>(p.spine / 4, 32'000'000, 256'000'000);
+  const uint64_t fixed = p.spine + p.state + reserve + o.reserved_bytes;
+  std::string what = fmt::format("{}: the model's spine ({})", o.model_dir, human_bytes(p.spine));
+  if (p.state) what += fmt::format(", its KV cache and state for {} positions ({})", p.positions, human_bytes(p.state));
+  if (o.reserved_bytes) what += fmt::format(", the draft model's experts and cache ({})", human_bytes(o.reserved_bytes));
+  what += fmt::format(" and working memory ({})", human_bytes(reserve));
+  if (fixed > avail->bytes) fail("{} do not fit in the {} free ({})", what, human_bytes(avail->bytes), avail->source);
+  const uint64_t room = avail->bytes - fixed;
   if (asked <= room) return asked;
   if (o.cache_gb_given)
-    fail("--cache-gb {}: the spine ({:.2f} GB) + {} GB of experts do not fit in the {:.2f} GB free ({}); at most --cache-gb {:.2f}",
-         o.cache_gb, spine / 1e9, o.cache_gb, avail->bytes / 1e9, avail->source, room / 1e9);
-  spdlog::warn("expert budget lowered from {:.2f} GB to {:.2f} GB: the spine ({:.2f} GB) and {:.2f} GB free ({})",
-               asked / 1e9, room / 1e9, spine / 1e9, avail->bytes / 1e9, avail->source);
+    fail("--cache-gb {}: {} leave {} of the {} free ({}) for experts; at most --cache-gb {:.4g}", o.cache_gb, what,
+         human_bytes(room), human_bytes(avail->bytes), avail->source, room / 1e9);
+  spdlog::warn("expert budget lowered from {} to {}: {} take the rest of the {} free ({})", human_bytes(asked),
+               human_bytes(room), what, human_bytes(avail->bytes), avail->source);
   return room;
 }
 
@@ -162,6 +204,12 @@ class ModelSession final : public Session {
 
   int64_t position() const override { return position_; }
 
+  uint64_t state_bytes() const override {
+    uint64_t bytes = F::state_bytes(state_);
+    for (const auto& [pos, snapshot] : snapshots_) bytes += F::state_bytes(snapshot);
+    return bytes;
+  }
+
   void rewind(int64_t pos) override {
     if (pos < 0 || pos > position_) fail("cannot rewind to position {} (session is at {})", pos, position_);
     if (pos < position_) store_.demote_from(pos);  // experts only the dropped positions used
@@ -206,19 +254,33 @@ class ModelEngine final : public Engine {
         experts_(F::experts(*index_, config_)),
         backend_(make_cpu_backend(o.threads)),
         reader_(open_reader(o, *index_, experts_, expert_source_)),
-        store_(*index_, experts_, *reader_, fitting_budget(o, F::spine_bytes(config_))),
+        store_(*index_, experts_, *reader_,
+               fitting_budget(o, {F::spine_bytes(config_), planned_state_bytes(config_, planned_positions(o, config_)),
+                                  planned_positions(o, config_), all_experts_bytes(*reader_, experts_)})),
         model_(*index_, config_, *backend_, store_) {
     summary_.architecture = F::name(config_);
     summary_.vocab_size = F::vocab(config_);
     summary_.eos_token_id = F::eos(config_);
     summary_.context_length = F::context(config_);
     summary_.spine_bytes = model_.spine_bytes();
+    summary_.state_bytes_per_position = planned_state_bytes(config_, 1) - planned_state_bytes(config_, 0);
+    summary_.planned_state_bytes = planned_state_bytes(config_, planned_positions(o, config_));
+    summary_.routed_expert_bytes = store_.total_expert_bytes();
     for (int64_t l = 0; l < experts_.layers(); ++l) summary_.moe_layers += experts_.has(l) ? 1 : 0;
     if (o.lookahead) model_.set_lookahead(store_.budget_bytes() / 4);
     warn_unused_tensors(*index_, config_.num_hidden_layers, config_.num_nextn_predict_layers);
   }
 
   const ModelSummary& summary() const override { return summary_; }
+
+  // The positions planned, at most the model's context (past it the caller asks explicitly, and
+  // the cache grows as it goes).
+  static int64_t planned_positions(const EngineOptions& o, const typename F::Config& c) {
+    return F::context(c) > 0 ? std::min(o.positions, F::context(c)) : o.positions;
+  }
+  static uint64_t planned_state_bytes(const typename F::Config& c, int64_t positions) {
+    return F::planned_state_bytes(c, positions, F::kRecurrent ? ModelSession<F>::kSnapshots : 0);
+  }
 
   std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, store_, options_.chunk); }
 
@@ -263,6 +325,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
     fail("--cache-gb must be a number of GB >= 0 (got {})", options.cache_gb);
   if (options.threads < 0) fail("--threads must be >= 0 (0: one per hardware thread; got {})", options.threads);
   if (options.chunk <= 0) fail("--chunk must be positive (got {})", options.chunk);
+  if (options.positions < 0) fail("the planned positions must be >= 0 (got {})", options.positions);
   if (options.io_depth < 1 || options.io_depth > 256) fail("--io-depth must be 1..256 (got {})", options.io_depth);
   if (!(options.io_piece_mb >= 0.004 && options.io_piece_mb <= 1024))
     fail("--io-piece-mb must be between 0.004 and 1024 (got {})", options.io_piece_mb);

@@ -18,7 +18,10 @@ ExpertStore::ExpertStore(const WeightIndex& index, const ExpertTable& experts, E
   for (int64_t layer = 0; layer < layers_; ++layer) {
     if (!experts.has(layer)) continue;
     usage_[layer].assign(experts.experts(), 0);
-    for (int64_t e = 0; e < experts.experts(); ++e) largest = std::max(largest, reader.buffer_bytes(layer, e));
+    for (int64_t e = 0; e < experts.experts(); ++e) {
+      largest = std::max(largest, reader.buffer_bytes(layer, e));
+      total_ += round_up(reader.buffer_bytes(layer, e), AlignedBuffer::kAlignment);
+    }
   }
   if (budget_ < largest)
     fail("--cache-gb {:g} cannot hold one expert ({}); all expert memory lives in this budget, so it must be at "
@@ -62,7 +65,12 @@ bool ExpertStore::make_room(uint64_t bytes, uint64_t limit) {
 void ExpertStore::start_read(Entry& e, bool urgent) {
   const uint64_t bytes = reader_.buffer_bytes(e.layer, e.expert);
   auto w = std::make_shared<ExpertWeights>();
-  w->storage = AlignedBuffer(bytes);
+  try {
+    w->storage = AlignedBuffer(bytes);
+  } catch (const std::bad_alloc&) {
+    fail("out of memory for expert {}/{} (layer/expert, {:.3f} MB) with {:.3f} GB of experts held; try a smaller --cache-gb",
+         e.layer, e.expert, bytes / 1e6, used_bytes_ / 1e9);
+  }
   w->bytes = reader_.layout(e.layer, e.expert).payload;
   w->resident_bytes = round_up(bytes, AlignedBuffer::kAlignment);
   w->proj = record_views(experts_.at(e.layer, e.expert), reader_.layout(e.layer, e.expert), w->storage.data());

@@ -68,6 +68,8 @@ class ExpertStore {
 
   ExpertStoreStats stats() const;
   uint64_t budget_bytes() const { return budget_; }
+  // Memory every routed expert would take at once (a budget beyond it is never used).
+  uint64_t total_expert_bytes() const { return total_; }
   // Requests per (layer, expert) so far: [layer][expert] (empty rows for dense layers).
   std::vector<std::vector<uint64_t>> usage() const;
   const ExpertReader& reader() const { return reader_; }
@@ -104,6 +106,7 @@ class ExpertStore {
   const ExpertTable& experts_;
   ExpertReader& reader_;
   uint64_t budget_;
+  uint64_t total_ = 0;  // every expert record resident
   int64_t layers_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;   // a read completed or a pin was released

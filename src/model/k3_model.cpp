@@ -133,7 +133,7 @@ K3State K3Model::new_state() const {
   const K3Config& c = config_;
   const int64_t ch = c.kda_heads * c.kda_head_dim;
   K3State s{std::vector<std::vector<float>>(c.num_hidden_layers), std::vector<std::vector<float>>(c.num_hidden_layers),
-            LatentKvCache(c.num_hidden_layers, c.kv_lora_rank, c.qk_rope_head_dim)};
+            LatentKvCache(c.num_hidden_layers, c.kv_lora_rank, c.qk_rope_head_dim, c.is_mla)};
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (c.is_mla[l]) continue;
     s.kda_state[l].assign(c.kda_heads * c.kda_head_dim * c.kda_head_dim, 0.0f);

@@ -186,5 +186,9 @@ TEST_CASE("inspect describes the real Kimi K3 from its config.json alone", "[gol
   CHECK(r.output.find("per token      25.829573 GB") != std::string::npos);
   // 2.7795 T parameters in all (spec section 2).
   CHECK(r.output.find("parameters     2779.") != std::string::npos);
+  // Session state: 24 MLA layers x (512 + 64) floats a position; 69 KDA layers x (96 heads x 128 x
+  // 128 state + 3 convolution windows of 3 x 12,288 channels) floats.
+  CHECK(r.output.find("kv cache       55.3 KB per position (float32 latent cache); recurrent state 464.6 MB") !=
+        std::string::npos);
   fs::remove_all(dir);
 }

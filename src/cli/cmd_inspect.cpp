@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "util/human_bytes.hpp"
 #include "model/k2_model.hpp"
 #include "model/k3_model.hpp"
 #include "weights/model_family.hpp"
@@ -99,6 +100,12 @@ void print_sizes(const std::string& dir, bool weights, const Config& c, const Mo
   int64_t moe = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe += c.is_moe_layer(l);
   std::printf("parameters     %.4f B (from config.json)\n", b.parameters / 1e9);
+  std::printf("kv cache       %s per position (float32 latent cache)", human_bytes(b.kv_per_position).c_str());
+  if (c.max_position_embeddings > 0)
+    std::printf(", %s at the full context of %lld", human_bytes(b.kv_per_position * c.max_position_embeddings).c_str(),
+                (long long)c.max_position_embeddings);
+  if (b.recurrent_state) std::printf("; recurrent state %s", human_bytes(b.recurrent_state).c_str());
+  std::printf("\n");
   if (!weights) return print_bytes("from config.json", b.routed, b.routed_per_token, b.spine, moe, top_k);
   const auto index = WeightIndex::open(dir);
   print_tensors(*index, expert_table(*index, c), top_k, experts);

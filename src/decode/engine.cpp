@@ -44,12 +44,8 @@ struct K2Family {
   static int64_t vocab(const Config& c) { return c.vocab_size; }
   static int64_t eos(const Config& c) { return c.eos_token_id; }
   static int64_t context(const Config& c) { return c.max_position_embeddings; }
-  static uint64_t spine_bytes(const Config& c) { return k2_bytes_from_config(c).spine; }
-  static uint64_t state_bytes(const State& s) { return s.bytes(); }
-  // The latent cache for `positions`, [layers][positions][kv_lora + rope] floats.
-  static uint64_t planned_state_bytes(const Config& c, int64_t positions, size_t) {
-    return static_cast<uint64_t>(positions) * c.num_hidden_layers * (c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
-  }
+    static uint64_t state_bytes(const State& s) { return s.bytes(); }
+  static ModelBytes bytes(const Config& c) { return k2_bytes_from_config(c); }
 };
 
 struct K3Family {
@@ -64,21 +60,12 @@ struct K3Family {
   static int64_t vocab(const Config& c) { return c.vocab_size; }
   static int64_t eos(const Config& c) { return c.eos_token_id; }
   static int64_t context(const Config& c) { return c.max_position_embeddings; }
-  static uint64_t spine_bytes(const Config& c) { return k3_bytes_from_config(c).spine; }
-  static uint64_t state_bytes(const State& s) {
+    static uint64_t state_bytes(const State& s) {
     uint64_t bytes = s.mla.bytes();
     for (size_t l = 0; l < s.kda_state.size(); ++l) bytes += (s.kda_state[l].size() + s.conv[l].size()) * sizeof(float);
     return bytes;
   }
-  // The MLA layers' latent cache for `positions` and the KDA layers' recurrent state and
-  // convolution windows, once for the live state and once per snapshot kept for rewinds.
-  static uint64_t planned_state_bytes(const Config& c, int64_t positions, size_t snapshots) {
-    const uint64_t mla = std::count(c.is_mla.begin(), c.is_mla.end(), true), kda = c.num_hidden_layers - mla;
-    const uint64_t ch = c.kda_heads * c.kda_head_dim;
-    const uint64_t one = (static_cast<uint64_t>(positions) * mla * (c.kv_lora_rank + c.qk_rope_head_dim) +
-                          kda * (ch * c.kda_head_dim + 3 * (c.conv_kernel - 1) * ch)) * sizeof(float);
-    return one * (1 + snapshots);
-  }
+  static ModelBytes bytes(const Config& c) { return k3_bytes_from_config(c); }
 };
 
 // What one engine keeps in memory besides its expert cache.
@@ -255,7 +242,7 @@ class ModelEngine final : public Engine {
         backend_(make_cpu_backend(o.threads)),
         reader_(open_reader(o, *index_, experts_, expert_source_)),
         store_(*index_, experts_, *reader_,
-               fitting_budget(o, {F::spine_bytes(config_), planned_state_bytes(config_, planned_positions(o, config_)),
+               fitting_budget(o, {F::bytes(config_).spine, planned_state_bytes(config_, planned_positions(o, config_)),
                                   planned_positions(o, config_), all_experts_bytes(*reader_, experts_)})),
         model_(*index_, config_, *backend_, store_) {
     summary_.architecture = F::name(config_);
@@ -278,8 +265,12 @@ class ModelEngine final : public Engine {
   static int64_t planned_positions(const EngineOptions& o, const typename F::Config& c) {
     return F::context(c) > 0 ? std::min(o.positions, F::context(c)) : o.positions;
   }
+  // The latent cache for `positions` and the recurrent state, once for the live state and (K3)
+  // once per snapshot kept for rewinds.
   static uint64_t planned_state_bytes(const typename F::Config& c, int64_t positions) {
-    return F::planned_state_bytes(c, positions, F::kRecurrent ? ModelSession<F>::kSnapshots : 0);
+    const ModelBytes b = F::bytes(c);
+    return (static_cast<uint64_t>(positions) * b.kv_per_position + b.recurrent_state) *
+           (1 + (F::kRecurrent ? ModelSession<F>::kSnapshots : 0));
   }
 
   std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, store_, options_.chunk); }

@@ -1,6 +1,8 @@
 // Byte accounting from config.json (see model_size.hpp).
 #include "weights/model_size.hpp"
 
+#include <algorithm>
+
 namespace deltafin {
 namespace {
 
@@ -57,6 +59,7 @@ ModelBytes k2_bytes_from_config(const ModelConfig& c) {
     b.spine += attn;
     b.parameters += params;
   }
+  b.kv_per_position = static_cast<uint64_t>(c.num_hidden_layers) * (c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
   return b;
 }
 
@@ -109,6 +112,9 @@ ModelBytes k3_bytes_from_config(const K3Config& c) {
   }
   b.spine = spine;
   b.parameters = params;
+  const uint64_t mla = std::count(c.is_mla.begin(), c.is_mla.end(), true), kda = c.num_hidden_layers - mla;
+  b.kv_per_position = mla * (c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
+  b.recurrent_state = kda * (p * hd + 3 * (c.conv_kernel - 1) * p) * sizeof(float);
   return b;
 }
 

@@ -15,6 +15,10 @@ struct ModelBytes {
   uint64_t routed_per_token = 0;  // top-k experts of every MoE layer
   uint64_t spine = 0;             // everything else (embeddings, attention, dense, shared, routers, norms)
   uint64_t parameters = 0;        // all parameters (logical weights, not bytes)
+  // Session state, in float32 as the engine keeps it: the latent cache [layers][kv_lora + rope]
+  // a position adds, and the fixed recurrent state (K3's KDA states and convolution windows).
+  uint64_t kv_per_position = 0;
+  uint64_t recurrent_state = 0;
 };
 
 // K2 family: spine in BF16 (or block-fp8 linears when quantization_config says fp8), routed

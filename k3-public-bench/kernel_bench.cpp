@@ -219,9 +219,21 @@ double calls_per_second(int runs, Backend& backend, const MatrixSet& set, int64_
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& v : x) v = normal(rng);
-  backend.matmul(set.views[0], x.data(), n_pos, y.data());  // warm-up: decode order tables, pools
+  // The host memory wrapped as backend buffers (no copy on the CPU).
+  const auto as_bytes = [](const void* p) { return const_cast<std::byte*>(static_cast<const std::byte*>(p)); };
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<Weight> weights;
+  for (size_t i = 0; i < count; ++i) {
+    const WeightView& v = set.views[i];
+    buffers.push_back(backend.wrap(as_bytes(v.data), set.data[i].size()));
+    Buffer* scales = v.scales ? (buffers.push_back(backend.wrap(as_bytes(v.scales), set.scales[i].size())), buffers.back().get()) : nullptr;
+    weights.push_back({v.format, v.rows, v.cols, buffers[buffers.size() - (scales ? 2 : 1)].get(), 0, scales, 0});
+  }
+  const auto xb = backend.wrap(as_bytes(x.data()), 4 * x.size()), yb = backend.wrap(as_bytes(y.data()), 4 * y.size());
+  const Tensor xt = Tensor::of(*xb, n_pos, kCols), yt = Tensor::of(*yb, n_pos, kRows);
+  backend.matmul(weights[0], xt, yt);  // warm-up: decode order tables, pools
   return rate(runs, 1, [&](int) {
-    for (size_t i = 0; i < count; ++i) backend.matmul(set.views[i], x.data(), n_pos, y.data());
+    for (size_t i = 0; i < count; ++i) backend.matmul(weights[i], xt, yt);
     return static_cast<double>(count);
   });
 }

@@ -151,4 +151,51 @@ void attn_res_mix_ref(const float* const* candidates, int64_t m, const float* w,
   }
 }
 
+namespace {
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// x [dim] /= sqrt(sum x^2 + eps), times scale.
+void l2_normalise(float* x, int64_t dim, float scale, float eps) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < dim; ++i) sum += x[i] * x[i];
+  const float inv = scale / std::sqrt(sum + eps);
+  for (int64_t i = 0; i < dim; ++i) x[i] *= inv;
+}
+
+}  // namespace
+
+void kda_prepare(float* q, float* k, float* beta, float* decay, const float* dt_bias, const float* decay_rate,
+                 int64_t heads, int64_t head_dim, float lower_bound, float eps) {
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  for (int64_t h = 0; h < heads; ++h) {
+    l2_normalise(q + h * head_dim, head_dim, q_scale, eps);
+    l2_normalise(k + h * head_dim, head_dim, 1.0f, eps);
+    beta[h] = sigmoid(beta[h]);
+    for (int64_t i = 0; i < head_dim; ++i) {
+      float& a = decay[h * head_dim + i];
+      a = std::exp(lower_bound * sigmoid(decay_rate[h] * (a + dt_bias[h * head_dim + i])));
+    }
+  }
+}
+
+void kda_prepare_ref(float* q, float* k, float* beta, float* decay, const float* dt_bias, const float* decay_rate,
+                     int64_t heads, int64_t head_dim, float lower_bound, float eps) {
+  auto normalise = [&](float* x, double scale) {
+    double sum = 0;
+    for (int64_t i = 0; i < head_dim; ++i) sum += double(x[i]) * x[i];
+    for (int64_t i = 0; i < head_dim; ++i) x[i] = static_cast<float>(x[i] * scale / std::sqrt(sum + eps));
+  };
+  auto sig = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  for (int64_t h = 0; h < heads; ++h) {
+    normalise(q + h * head_dim, 1.0 / std::sqrt(double(head_dim)));
+    normalise(k + h * head_dim, 1.0);
+    beta[h] = static_cast<float>(sig(beta[h]));
+    for (int64_t i = 0; i < head_dim; ++i) {
+      float& a = decay[h * head_dim + i];
+      a = static_cast<float>(std::exp(lower_bound * sig(double(decay_rate[h]) * (double(a) + dt_bias[h * head_dim + i]))));
+    }
+  }
+}
+
 }  // namespace deltafin::cpu

@@ -32,6 +32,14 @@ void kda_step_ref(float* state, const float* q, const float* k, const float* v, 
                   const float* beta, int64_t key_dim, int64_t value_dim, float* o, int64_t head_begin,
                   int64_t head_end);
 
+// KDA's per-token preparation for heads [0, heads): q_h and k_h [head_dim] l2-normalised
+// (x / sqrt(sum x^2 + eps); q also times head_dim^-0.5), beta_h = sigmoid(beta_h), and each decay
+// a = exp(lower_bound * sigmoid(decay_rate_h * (a + dt_bias))). In place; q, k, decay [heads * head_dim].
+void kda_prepare(float* q, float* k, float* beta, float* decay, const float* dt_bias, const float* decay_rate,
+                 int64_t heads, int64_t head_dim, float lower_bound, float eps);
+void kda_prepare_ref(float* q, float* k, float* beta, float* decay, const float* dt_bias, const float* decay_rate,
+                     int64_t heads, int64_t head_dim, float lower_bound, float eps);
+
 // Attention-Residuals mix of one position: candidates v_0..v_{m-1} [dim] (the live partial sum
 // last); s_i = sum_d v_i[d] / sqrt(mean(v_i^2) + eps) * w[d]; out = sum_i softmax(s)_i v_i.
 void attn_res_mix(const float* const* candidates, int64_t m, const float* w, int64_t dim, float eps, float* out);

@@ -13,13 +13,11 @@
 #include <cstdint>
 
 #include "cpu/weight_view.hpp"
+#include "op_params.hpp"
 
 namespace deltafin::cpu {
 
-struct MlaShape {
-  int64_t heads = 0, nope = 0, rope = 0, v = 0, kv_lora = 0;
-  float scale = 1.0f;  // softmax scale (qk_head_dim^-0.5 * mscale^2)
-};
+using deltafin::MlaShape;
 
 // q: [heads, nope + rope] (rope part already rotated); cache_c: [n_ctx, kv_lora];
 // cache_pe: [n_ctx, rope]; out: [heads, v]. Computes heads [head_begin, head_end).

@@ -1,48 +1,125 @@
-// The op set every backend implements (CPU now; Metal and CUDA later), behind one interface.
-// The model calls only these; backends are checked against the CPU reference one op at a time.
-// Activations are fp32 row-major; weights are WeightViews in their stored formats.
-// Every op is batch-invariant: row t of a multi-position call equals a one-position call on row t.
+// The device boundary every backend implements (CPU now; CUDA and Metal next): memory the
+// backend owns, an asynchronous command stream, and the op set over n positions. The model
+// calls nothing else.
+//
+// Memory (backend/tensor.hpp). Weights, the KV cache, recurrent state and activations live in
+// buffers the backend allocates; wrap() makes a buffer of existing host memory (no copy where
+// the device can read host memory: the CPU, Apple unified memory at 16 KiB alignment).
+//
+// Commands. Ops and transfers are enqueued in order and run in that order; the host never sees
+// a result before it asks for it. commit() ends a batch and returns its fence; wait() blocks
+// until a fence has passed; download() waits for everything enqueued and copies a result to the
+// host. The model downloads at one point of a pass besides the logits: after each MoE layer's
+// router, the chosen expert ids, because the expert store must issue the reads. Host memory
+// given to upload() may be reused when the call returns. The CPU backend runs each op when it is
+// enqueued, so its fences have passed by the time commit() returns.
+//
+// Experts. routed_experts() takes the union of a pass's chosen experts and an ExpertSource; the
+// backend acquires them in ascending order (blocking until each is resident, so compute
+// overlaps the reads still in flight) and keeps each pin until the commands that read that
+// expert have completed: a slot is never reused under a running kernel.
+//
+// Exactness. Every op is batch-invariant: row t of an n-row call equals a one-row call on row t
+// (fixed reduction order; work split over rows or heads, never inside a sum; nothing depends on
+// n or on the thread count). Each op has a reference twin in the parity harness
+// (tests/test_backend_ops.cpp) with its error bound.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <functional>
 #include <memory>
+#include <span>
 
-#include "cpu/k3_ops.hpp"
-#include "cpu/mla_attention.hpp"
-#include "cpu/weight_view.hpp"
+#include "backend/tensor.hpp"
+#include "op_params.hpp"
 
 namespace deltafin {
 
+// The routed experts of one MoE op.
+class ExpertSource {
+ public:
+  struct Resident {
+    std::array<Weight, 3> proj;       // gate [width, in], up [width, in], down [in, width]
+    std::shared_ptr<const void> pin;  // held by the backend until its reads have completed
+  };
+  virtual ~ExpertSource() = default;
+  // Blocks until `expert` is resident; throws when its read failed.
+  virtual Resident acquire(int32_t expert) = 0;
+};
+
+// Tensors of one Kimi Delta Attention layer over n tokens (kda()). ch = heads * head_dim.
+struct KdaArgs {
+  int64_t heads = 0, head_dim = 0, taps = 0;
+  float gate_lower_bound = 0, norm_eps = 0;
+  Tensor q, k, v;                 // [n, ch] projections before the short convolution
+  Tensor beta;                    // [n, heads] b_proj, before the sigmoid
+  Tensor decay;                   // [n, ch] f_b_proj(f_a_proj x), before dt_bias and the gate
+  Tensor conv_q, conv_k, conv_v;  // [ch, taps] depthwise convolution weights
+  Tensor dt_bias;                 // [1, ch]
+  Tensor decay_rate;              // [1, heads] exp(A_log)
+  Tensor window;                  // [3 * (taps - 1), ch] the last taps - 1 inputs of q, k, v (updated)
+  Tensor state;                   // [heads * head_dim, head_dim] S_h [K, V] per head (updated)
+  Tensor out;                     // [n, ch] the delta rule's output, before o_norm
+};
+
 class Backend {
  public:
+  using Fence = uint64_t;
+
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   virtual int threads() const = 0;
 
-  // y [n_pos, w.rows] = x [n_pos, w.cols] . W^T
-  virtual void matmul(const WeightView& w, const float* x, int64_t n_pos, float* y) = 0;
-  // out [n_pos, dim] = rmsnorm(x [n_pos, dim]) * weight [dim]; out may alias x.
-  virtual void rmsnorm(const float* x, const float* weight, int64_t n_pos, int64_t dim, float eps, float* out) = 0;
-  // gate [n] = silu(gate) * up
-  virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
-  // y [n] += alpha * x
-  virtual void axpy(float alpha, const float* x, float* y, int64_t n) = 0;
-  // out [dim] = row `row` of the embedding table, dequantized.
-  virtual void embed(const WeightView& table, int64_t row, float* out) = 0;
-  // MLA attention of one query over n_ctx cached positions (see cpu/mla_attention.hpp).
-  virtual void mla_attention(const cpu::MlaShape& s, const WeightView& kv_b, const float* q,
-                             const float* cache_c, const float* cache_pe, int64_t n_ctx, float* out) = 0;
+  // --- memory ---------------------------------------------------------------------------
+  virtual std::unique_ptr<Buffer> allocate(uint64_t bytes) = 0;
+  virtual std::unique_ptr<Buffer> wrap(std::byte* host, uint64_t bytes) = 0;  // memory outlives the buffer
+  virtual void upload(const void* src, Buffer& dst, uint64_t offset, uint64_t bytes) = 0;
+  virtual void download(const Tensor& src, void* dst) = 0;  // dst [rows, cols], dense
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;  // same shape
+  virtual void fill(const Tensor& dst, float value) = 0;
 
-  // Kimi K3 ops (see cpu/k3_ops.hpp).
-  virtual void situ_mul(float* gate, const float* up, int64_t n, float beta, float linear_beta) = 0;
-  virtual void short_conv_silu(const float* w, float* window, const float* u, int64_t n, int64_t channels,
-                               int64_t taps, float* y) = 0;
-  // One token of the KDA delta rule over all heads; state [heads, key_dim, value_dim].
-  virtual void kda_step(float* state, const float* q, const float* k, const float* v, const float* alpha,
-                        const float* beta, int64_t heads, int64_t key_dim, int64_t value_dim, float* o) = 0;
-  virtual void attn_res_mix(const float* const* candidates, int64_t m, const float* w, int64_t dim, float eps,
-                            float* out) = 0;
+  // --- commands ---------------------------------------------------------------------------
+  virtual Fence commit() = 0;
+  virtual void wait(Fence fence) = 0;
+
+  // --- ops over n rows (positions) ----------------------------------------------------------
+  // y [n, w.rows] = x [n, w.cols] . W^T
+  virtual void matmul(const Weight& w, const Tensor& x, const Tensor& y) = 0;
+  // out [n, cols] = row ids[t] of the table, dequantized; ids [n, 1] I32.
+  virtual void embed(const Weight& table, const Tensor& ids, const Tensor& out) = 0;
+  // out = x / sqrt(mean(x^2) + eps) * weight, per row; weight [1, cols]; out may alias x.
+  virtual void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) = 0;
+  // out = a + b; out may alias either.
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out = x * sigmoid(gate); out may alias x.
+  virtual void mul_sigmoid(const Tensor& x, const Tensor& gate, const Tensor& out) = 0;
+  // out = act(gate, up) (SiLU: silu(gate) * up; SiTU: cpu/k3_ops.hpp); out may alias gate.
+  virtual void gated(const GatedActivation& act, const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+  // Interleaved RoPE in place: in row t (position start + t) and head h, the pairs
+  // (x[h * head_dim + offset + 2i], x[... + 2i + 1]) turn by (start + t) * inv_freq[i], scaled by
+  // attention_factor. inv_freq [1, rope / 2].
+  virtual void rope(const Tensor& x, int64_t heads, int64_t head_dim, int64_t offset, const Tensor& inv_freq,
+                    float attention_factor, int64_t start) = 0;
+  // MLA for n queries q [n, heads * (nope + rope)] at positions start..start + n - 1, each over
+  // the cache rows [0, its position]: cache_c [>= start + n, kv_lora], cache_pe [.., rope];
+  // out [n, heads * v].
+  virtual void mla_attention(const MlaShape& shape, const Weight& kv_b, const Tensor& q, const Tensor& cache_c,
+                             const Tensor& cache_pe, int64_t start, const Tensor& out) = 0;
+  // Kimi Delta Attention over n tokens in one op: the short convolutions and SiLU, the l2-norm
+  // of q (scaled by head_dim^-0.5) and k, beta = sigmoid(beta), decay = exp(lower_bound *
+  // sigmoid(decay_rate * (decay + dt_bias))), then the delta rule token by token.
+  virtual void kda(const KdaArgs& args) = 0;
+  // Attention-Residuals mix per row over candidates [n, dim] each (the live sum last); query [1, dim].
+  virtual void attn_res_mix(std::span<const Tensor> candidates, const Tensor& query, float eps, const Tensor& out) = 0;
+  // Top-k routing per row of logits [n, experts] (fp32); bias [1, experts] or none (buffer
+  // nullptr); ids [n, k] I32 ascending per row, weights [n, k].
+  virtual void route(const RouterSpec& spec, const Tensor& logits, const Tensor& bias, const Tensor& ids,
+                     const Tensor& weights) = 0;
+  // out [n, in] = per row, the sum in ascending expert order of weight * down(act(gate x, up x))
+  // over the row's experts (ids, weights as route() writes them); `experts` is the union of ids,
+  // ascending; width the experts' inner size.
+  virtual void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
+                              ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) = 0;
 };
 
 // The CPU backend with `threads` workers (0: one per hardware thread).

@@ -1,17 +1,39 @@
-// The CPU backend: the reference for every other backend and the default everywhere.
-// Work is split over output rows (matmul) or heads (attention), never inside a reduction, so
+// The CPU backend: the reference for every other backend and the default everywhere. Buffers
+// are host memory; every op runs when it is enqueued, so fences pass at once. Work is split over
+// output rows (matmul) or heads (attention, the delta rule), never inside a reduction, so
 // results do not depend on the thread count.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "cpu/k3_ops.hpp"
 #include "cpu/matmul.hpp"
+#include "cpu/mla_attention.hpp"
+#include "cpu/rope.hpp"
+#include "cpu/router.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/vec_ops.hpp"
+#include "io/aligned_buffer.hpp"
+#include "util/error.hpp"
 
 namespace deltafin {
 namespace {
+
+class HostBuffer final : public Buffer {
+ public:
+  explicit HostBuffer(AlignedBuffer memory) : Buffer(memory.size(), memory.data()), memory_(std::move(memory)) {}
+  HostBuffer(std::byte* host, uint64_t bytes) : Buffer(bytes, host) {}
+
+ private:
+  AlignedBuffer memory_;  // empty for wrapped memory
+};
+
+// Row r of a host tensor.
+float* row(const Tensor& t, int64_t r) { return t.f32() + r * t.stride; }
 
 class CpuBackend final : public Backend {
  public:
@@ -20,59 +42,153 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
   int threads() const override { return pool_.size(); }
 
-  void matmul(const WeightView& w, const float* x, int64_t n_pos, float* y) override {
-    // Rows in chunks of 16 so that each worker streams whole cache lines of the weights.
-    constexpr int64_t kChunk = 16;
-    const int64_t chunks = (w.rows + kChunk - 1) / kChunk;
-    if (chunks < 4 || w.rows * w.cols < 65536) {
-      cpu::matmul_rows(w, x, w.cols, n_pos, y, w.rows, 0, w.rows);
-      return;
+  std::unique_ptr<Buffer> allocate(uint64_t bytes) override {
+    return std::make_unique<HostBuffer>(AlignedBuffer(std::max<uint64_t>(bytes, 1)));
+  }
+  std::unique_ptr<Buffer> wrap(std::byte* host, uint64_t bytes) override { return std::make_unique<HostBuffer>(host, bytes); }
+  void upload(const void* src, Buffer& dst, uint64_t offset, uint64_t bytes) override {
+    std::memcpy(dst.host() + offset, src, bytes);
+  }
+  void download(const Tensor& src, void* dst) override {
+    const size_t row_bytes = static_cast<size_t>(src.cols) * 4;
+    for (int64_t r = 0; r < src.rows; ++r)
+      std::memcpy(static_cast<std::byte*>(dst) + r * row_bytes, src.buffer->host() + src.offset + r * src.stride * 4, row_bytes);
+  }
+  void copy(const Tensor& src, const Tensor& dst) override {
+    for (int64_t r = 0; r < src.rows; ++r)
+      std::memmove(dst.buffer->host() + dst.offset + r * dst.stride * 4, src.buffer->host() + src.offset + r * src.stride * 4,
+                   static_cast<size_t>(src.cols) * 4);
+  }
+  void fill(const Tensor& dst, float value) override {
+    for (int64_t r = 0; r < dst.rows; ++r) std::fill_n(row(dst, r), dst.cols, value);
+  }
+
+  Fence commit() override { return ++fence_; }
+  void wait(Fence) override {}
+
+  void matmul(const Weight& weight, const Tensor& x, const Tensor& y) override {
+    matmul_rows(weight.host_view(), x.f32(), x.stride, x.rows, y.f32(), y.stride);
+  }
+
+  void embed(const Weight& table, const Tensor& ids, const Tensor& out) override {
+    const WeightView w = table.host_view();
+    for (int64_t t = 0; t < ids.rows; ++t) cpu::dequantize_row(w, ids.i32()[t * ids.stride], row(out, t));
+  }
+
+  void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+    for (int64_t t = 0; t < x.rows; ++t) cpu::rmsnorm(row(x, t), weight.f32(), x.cols, eps, row(out, t));
+  }
+
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    for (int64_t t = 0; t < a.rows; ++t) {
+      const float *pa = row(a, t), *pb = row(b, t);
+      float* po = row(out, t);
+      for (int64_t i = 0; i < a.cols; ++i) po[i] = pa[i] + pb[i];
     }
-    pool_.parallel_for(chunks, [&](int64_t begin, int64_t end) {
-      cpu::matmul_rows(w, x, w.cols, n_pos, y, w.rows, begin * kChunk, std::min(end * kChunk, w.rows));
-    });
   }
 
-  void rmsnorm(const float* x, const float* weight, int64_t n_pos, int64_t dim, float eps, float* out) override {
-    for (int64_t t = 0; t < n_pos; ++t) cpu::rmsnorm(x + t * dim, weight, dim, eps, out + t * dim);
+  void mul_sigmoid(const Tensor& x, const Tensor& gate, const Tensor& out) override {
+    for (int64_t t = 0; t < x.rows; ++t) {
+      const float *px = row(x, t), *pg = row(gate, t);
+      float* po = row(out, t);
+      for (int64_t i = 0; i < x.cols; ++i) po[i] = px[i] * (1.0f / (1.0f + std::exp(-pg[i])));
+    }
   }
 
-  void silu_mul(float* gate, const float* up, int64_t n) override { cpu::silu_mul(gate, up, n); }
-
-  void axpy(float alpha, const float* x, float* y, int64_t n) override { cpu::axpy(alpha, x, y, n); }
-
-  void embed(const WeightView& table, int64_t row, float* out) override { cpu::dequantize_row(table, row, out); }
-
-  void mla_attention(const cpu::MlaShape& s, const WeightView& kv_b, const float* q, const float* cache_c,
-                     const float* cache_pe, int64_t n_ctx, float* out) override {
-    pool_.parallel_for(s.heads, [&](int64_t begin, int64_t end) {
-      cpu::mla_attention(s, kv_b, q, cache_c, cache_pe, n_ctx, out, begin, end);
-    });
+  void gated(const GatedActivation& act, const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    for (int64_t t = 0; t < gate.rows; ++t) {
+      if (out.f32() != gate.f32()) std::copy_n(row(gate, t), gate.cols, row(out, t));
+      if (act.kind == GatedActivation::kSiLU) cpu::silu_mul(row(out, t), row(up, t), gate.cols);
+      else cpu::situ_mul(row(out, t), row(up, t), gate.cols, act.beta, act.linear_beta);
+    }
   }
 
-  void situ_mul(float* gate, const float* up, int64_t n, float beta, float linear_beta) override {
-    cpu::situ_mul(gate, up, n, beta, linear_beta);
+  void rope(const Tensor& x, int64_t heads, int64_t head_dim, int64_t offset, const Tensor& inv_freq,
+            float attention_factor, int64_t start) override {
+    for (int64_t t = 0; t < x.rows; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        cpu::rope_interleaved(row(x, t) + h * head_dim + offset, inv_freq.f32(), inv_freq.cols, attention_factor, start + t);
   }
 
-  void short_conv_silu(const float* w, float* window, const float* u, int64_t n, int64_t channels, int64_t taps,
-                       float* y) override {
-    cpu::short_conv_silu(w, window, u, n, channels, taps, y);
+  void mla_attention(const MlaShape& s, const Weight& kv_b, const Tensor& q, const Tensor& cache_c,
+                     const Tensor& cache_pe, int64_t start, const Tensor& out) override {
+    const WeightView w = kv_b.host_view();
+    for (int64_t t = 0; t < q.rows; ++t)
+      pool_.parallel_for(s.heads, [&](int64_t begin, int64_t end) {
+        cpu::mla_attention(s, w, row(q, t), cache_c.f32(), cache_pe.f32(), start + t + 1, row(out, t), begin, end);
+      });
   }
 
-  void kda_step(float* state, const float* q, const float* k, const float* v, const float* alpha, const float* beta,
-                int64_t heads, int64_t key_dim, int64_t value_dim, float* o) override {
-    pool_.parallel_for(heads, [&](int64_t begin, int64_t end) {
-      cpu::kda_step(state, q, k, v, alpha, beta, key_dim, value_dim, o, begin, end);
-    });
+  void kda(const KdaArgs& a) override {
+    const int64_t n = a.q.rows, ch = a.heads * a.head_dim, window = (a.taps - 1) * ch;
+    std::vector<float> q(n * ch), k(n * ch), v(n * ch), beta(n * a.heads), decay(n * ch);  // [n, ch], [n, heads]
+    cpu::short_conv_silu(a.conv_q.f32(), a.window.f32(), a.q.f32(), n, ch, a.taps, q.data());
+    cpu::short_conv_silu(a.conv_k.f32(), a.window.f32() + window, a.k.f32(), n, ch, a.taps, k.data());
+    cpu::short_conv_silu(a.conv_v.f32(), a.window.f32() + 2 * window, a.v.f32(), n, ch, a.taps, v.data());
+    download(a.beta, beta.data());
+    download(a.decay, decay.data());
+    for (int64_t t = 0; t < n; ++t) {
+      cpu::kda_prepare(q.data() + t * ch, k.data() + t * ch, beta.data() + t * a.heads, decay.data() + t * ch,
+                       a.dt_bias.f32(), a.decay_rate.f32(), a.heads, a.head_dim, a.gate_lower_bound, a.norm_eps);
+      pool_.parallel_for(a.heads, [&](int64_t begin, int64_t end) {
+        cpu::kda_step(a.state.f32(), q.data() + t * ch, k.data() + t * ch, v.data() + t * ch, decay.data() + t * ch,
+                      beta.data() + t * a.heads, a.head_dim, a.head_dim, row(a.out, t), begin, end);
+      });
+    }
   }
 
-  void attn_res_mix(const float* const* candidates, int64_t m, const float* w, int64_t dim, float eps,
-                    float* out) override {
-    cpu::attn_res_mix(candidates, m, w, dim, eps, out);
+  void attn_res_mix(std::span<const Tensor> candidates, const Tensor& query, float eps, const Tensor& out) override {
+    std::vector<const float*> rows(candidates.size());
+    for (int64_t t = 0; t < out.rows; ++t) {
+      for (size_t i = 0; i < candidates.size(); ++i) rows[i] = row(candidates[i], t);
+      cpu::attn_res_mix(rows.data(), static_cast<int64_t>(rows.size()), query.f32(), out.cols, eps, row(out, t));
+    }
+  }
+
+  void route(const RouterSpec& spec, const Tensor& logits, const Tensor& bias, const Tensor& ids,
+             const Tensor& weights) override {
+    for (int64_t t = 0; t < logits.rows; ++t)
+      cpu::route_token(spec, row(logits, t), bias.buffer ? bias.f32() : nullptr, ids.i32() + t * ids.stride, row(weights, t));
+  }
+
+  void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
+                      ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) override {
+    const int64_t in = x.cols, k = ids.cols;
+    std::map<int32_t, std::vector<std::pair<int64_t, float>>> users;  // expert -> (row, weight), rows ascending
+    for (int64_t t = 0; t < x.rows; ++t)
+      for (int64_t j = 0; j < k; ++j) users[ids.i32()[t * ids.stride + j]].push_back({t, row(weights, t)[j]});
+    if (users.size() != experts.size()) fail("routed_experts: the expert list does not match the ids");
+    fill(out, 0.0f);
+    std::vector<float> xs, gate, up, y;
+    for (int32_t expert : experts) {
+      const auto& uses = users.at(expert);
+      const ExpertSource::Resident w = source.acquire(expert);  // pinned until this expert has run
+      const int64_t m = static_cast<int64_t>(uses.size());
+      xs.resize(m * in), gate.resize(m * width), up.resize(m * width), y.resize(m * in);
+      for (int64_t i = 0; i < m; ++i) std::copy_n(row(x, uses[i].first), in, xs.data() + i * in);
+      matmul_rows(w.proj[0].host_view(), xs.data(), in, m, gate.data(), width);
+      matmul_rows(w.proj[1].host_view(), xs.data(), in, m, up.data(), width);
+      if (act.kind == GatedActivation::kSiLU) cpu::silu_mul(gate.data(), up.data(), m * width);
+      else cpu::situ_mul(gate.data(), up.data(), m * width, act.beta, act.linear_beta);
+      matmul_rows(w.proj[2].host_view(), gate.data(), width, m, y.data(), in);
+      for (int64_t i = 0; i < m; ++i) cpu::axpy(uses[i].second, y.data() + i * in, row(out, uses[i].first), in);
+    }
   }
 
  private:
+  // y [n, w.rows] = x [n, w.cols] . W^T, rows x_stride and y_stride floats apart. Output rows
+  // in chunks of 16, so that each worker streams whole cache lines of the weights.
+  void matmul_rows(const WeightView& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride) {
+    constexpr int64_t kChunk = 16;
+    const int64_t chunks = (w.rows + kChunk - 1) / kChunk;
+    if (chunks < 4 || w.rows * w.cols < 65536) return cpu::matmul_rows(w, x, x_stride, n, y, y_stride, 0, w.rows);
+    pool_.parallel_for(chunks, [&](int64_t begin, int64_t end) {
+      cpu::matmul_rows(w, x, x_stride, n, y, y_stride, begin * kChunk, std::min(end * kChunk, w.rows));
+    });
+  }
+
   cpu::ThreadPool pool_;
+  Fence fence_ = 0;
 };
 
 }  // namespace

@@ -2,11 +2,12 @@
 // expert store (fed by the placement's drives or the original shards). One template serves both families; they differ in their config,
 // expert table, model and timeline state:
 //   K2: the state is an append-only latent KV cache, so rewinding only moves the position.
-//   K3: KDA layers carry a recurrent state, so a session keeps snapshots of the state taken
-//       before recent multi-token appends (prefill chunks, verify passes; not single-token decode
-//       steps, whose copies would cost more than the step); rewinding restores the latest snapshot
-//       at or before the target and replays the tokens up to it (kernels are deterministic, so the
-//       state is bit-identical to never having gone further).
+//   K3: KDA layers carry a recurrent state, so a session keeps snapshots of it (not of the
+//       append-only latent cache) taken before recent multi-token appends (prefill chunks, verify
+//       passes; not single-token decode steps, whose copies would cost more than the step);
+//       rewinding restores the latest snapshot at or before the target and replays the tokens up
+//       to it (kernels are deterministic, so the state is bit-identical to never having gone
+//       further).
 #include <deltafin/engine.hpp>
 #include <spdlog/spdlog.h>
 
@@ -60,11 +61,7 @@ struct K3Family {
   static int64_t vocab(const Config& c) { return c.vocab_size; }
   static int64_t eos(const Config& c) { return c.eos_token_id; }
   static int64_t context(const Config& c) { return c.max_position_embeddings; }
-    static uint64_t state_bytes(const State& s) {
-    uint64_t bytes = s.mla.bytes();
-    for (size_t l = 0; l < s.kda_state.size(); ++l) bytes += (s.kda_state[l].size() + s.conv[l].size()) * sizeof(float);
-    return bytes;
-  }
+    static uint64_t state_bytes(const State& s) { return s.mla.bytes() + s.recurrent->bytes(); }
   static ModelBytes bytes(const Config& c) { return k3_bytes_from_config(c); }
 };
 
@@ -166,7 +163,7 @@ class ModelSession final : public Session {
     const int64_t n = static_cast<int64_t>(tokens.size());
     if (n == 0) fail("nothing to append: the token list is empty");
     if constexpr (F::kRecurrent) {
-      if (n > 1) snapshots_.push_back({position_, state_});
+      if (n > 1) snapshots_.push_back({position_, model_.save_recurrent(state_)});
       if (snapshots_.size() > kSnapshots) snapshots_.pop_front();
     }
     std::vector<float> logits(all_logits ? n * vocab : vocab);
@@ -193,7 +190,7 @@ class ModelSession final : public Session {
 
   uint64_t state_bytes() const override {
     uint64_t bytes = F::state_bytes(state_);
-    for (const auto& [pos, snapshot] : snapshots_) bytes += F::state_bytes(snapshot);
+    for (const auto& [pos, snapshot] : snapshots_) bytes += snapshot->bytes();
     return bytes;
   }
 
@@ -205,10 +202,10 @@ class ModelSession final : public Session {
       while (!snapshots_.empty() && snapshots_.back().first > pos) snapshots_.pop_back();
       int64_t from = 0;
       if (snapshots_.empty()) {
-        state_ = F::new_state(model_);
+        model_.restore_recurrent(state_, nullptr);
       } else {
         from = snapshots_.back().first;
-        state_ = snapshots_.back().second;
+        model_.restore_recurrent(state_, snapshots_.back().second.get());
       }
       std::vector<float> ignored(F::vocab(model_.config()));
       for (int64_t done = from; done < pos;) {  // replay what the snapshot lacks, in the same passes
@@ -228,7 +225,8 @@ class ModelSession final : public Session {
   int64_t chunk_;
   int64_t position_ = 0;
   std::vector<int32_t> history_;
-  std::deque<std::pair<int64_t, typename F::State>> snapshots_;  // (position, state there)
+  // K3: (position, the recurrent state there); the latent cache is append-only and never copied.
+  std::deque<std::pair<int64_t, std::unique_ptr<Buffer>>> snapshots_;
 };
 
 template <class F>
@@ -265,12 +263,12 @@ class ModelEngine final : public Engine {
   static int64_t planned_positions(const EngineOptions& o, const typename F::Config& c) {
     return F::context(c) > 0 ? std::min(o.positions, F::context(c)) : o.positions;
   }
-  // The latent cache for `positions` and the recurrent state, once for the live state and (K3)
+  // The latent cache for `positions`, and the recurrent state once for the live state and (K3)
   // once per snapshot kept for rewinds.
   static uint64_t planned_state_bytes(const typename F::Config& c, int64_t positions) {
     const ModelBytes b = F::bytes(c);
-    return (static_cast<uint64_t>(positions) * b.kv_per_position + b.recurrent_state) *
-           (1 + (F::kRecurrent ? ModelSession<F>::kSnapshots : 0));
+    return static_cast<uint64_t>(positions) * b.kv_per_position +
+           b.recurrent_state * (1 + (F::kRecurrent ? ModelSession<F>::kSnapshots : 0));
   }
 
   std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, store_, options_.chunk); }

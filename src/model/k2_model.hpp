@@ -1,7 +1,8 @@
 // The Kimi K2 family / DeepSeek-V3 architecture: MLA attention (q-LoRA or direct q_proj, YaRN
 // RoPE on the interleaved layout, absorbed attention over a latent cache), dense first layers,
 // then MoE layers (sigmoid router with correction bias, group-limited top-k, shared experts).
-// Only the spine is resident; routed experts come from the ExpertStore for every pass.
+// Only the spine is resident; routed experts come from the ExpertStore for every pass. The pass
+// is backend ops only (model/blocks.hpp, model/routed_experts.hpp).
 //
 // forward() runs a chunk of consecutive positions in one pass: every op is batch-invariant and
 // routed-expert outputs are summed per position in ascending expert order, so a chunk gives
@@ -14,10 +15,11 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/scratch.hpp"
 #include "io/expert_store.hpp"
+#include "model/blocks.hpp"
 #include "model/kv_cache.hpp"
 #include "model/lookahead.hpp"
-#include "model/rope.hpp"
 #include "model/routed_experts.hpp"
 #include "model/spine.hpp"
 #include "weights/expert_table.hpp"
@@ -50,34 +52,29 @@ class K2Model {
                bool all_logits, const LayerObserver& observer = {});
 
  private:
-  struct Mlp {
-    SpineMatrix gate, up, down;
-  };
   struct Layer {
-    std::vector<float> input_norm, post_attention_norm;
-    SpineMatrix q_a, q_b, q_proj, kv_a, kv_b, o_proj;
-    std::vector<float> q_a_norm, kv_a_norm;
+    SpineVector input_norm, post_attention_norm;
+    MlaWeights attn;
     bool moe = false;
     Mlp mlp;     // dense layers
     Mlp shared;  // MoE layers with shared experts
     SpineMatrix router;
-    std::vector<float> router_bias;
+    SpineVector router_bias;
   };
 
-  void attention(int64_t layer, LatentKvCache& cache, const float* normed, int64_t n, int64_t start, float* out);
-  void dense_mlp(const Mlp& mlp, const float* normed, int64_t n, float* out);
-  void moe(int64_t layer, const float* normed, int64_t n, int64_t start, float* out);  // start: first position
-  SpineMatrix load(const std::string& name, int64_t rows, int64_t cols);
-  RouterSpec router_spec() const;
+  void moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& out);  // start: first position
+  RouterWeights router(int64_t layer) const { return {&layers_[layer].router.weight, layers_[layer].router_bias.tensor}; }
 
   const ModelConfig& config_;
-  const WeightIndex& index_;
   Backend& backend_;
   ExpertStore& experts_;
-  Rope rope_;
+  Scratch scratch_;
+  SpineVector inv_freq_;  // RoPE [1, rope / 2]
+  MlaSpec mla_;
+  RouterSpec router_spec_;
   uint64_t spine_bytes_ = 0;
   SpineMatrix embed_, lm_head_;
-  std::vector<float> final_norm_;
+  SpineVector final_norm_;
   std::vector<Layer> layers_;
   PassStats stats_;
   Lookahead lookahead_;

@@ -13,16 +13,6 @@ namespace {
 constexpr float kMlaNormEps = 1e-6f;  // q_a_layernorm / kv_a_layernorm: class default in the release
 constexpr float kL2NormEps = 1e-6f;   // KDA q/k l2 normalisation: x / sqrt(sum x^2 + eps)
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-// x [dim] /= sqrt(sum x^2 + eps), times scale.
-void l2_normalise(float* x, int64_t dim, float scale) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < dim; ++i) sum += x[i] * x[i];
-  const float inv = scale / std::sqrt(sum + kL2NormEps);
-  for (int64_t i = 0; i < dim; ++i) x[i] *= inv;
-}
-
 }  // namespace
 
 ExpertTable k3_expert_table(const WeightIndex& index, const K3Config& c) {
@@ -34,231 +24,164 @@ ExpertTable k3_expert_table(const WeightIndex& index, const K3Config& c) {
         {c.latent_size, c.moe_intermediate_size}}});
 }
 
-SpineMatrix K3Model::load(const std::string& name, int64_t rows, int64_t cols) {
-  SpineMatrix m = load_spine_matrix(index_, name, rows, cols);
-  spine_bytes_ += m.bytes();
-  return m;
-}
-
 // The folded Attention-Residuals query of a site: norm weight x projection, in fp32.
-std::vector<float> K3Model::res_query(const std::string& prefix) {
+SpineVector K3Model::res_query(SpineLoader& load, const std::string& prefix) {
   const int64_t h = config_.hidden_size;
-  std::vector<float> w = load_spine_vector(index_, prefix + "_norm.weight", h);
-  const std::vector<float> proj = load_spine_floats(index_, prefix + "_proj.weight", {{1, h}, {h}});
+  std::vector<float> w = load.floats(prefix + "_norm.weight", {{h}});
+  const std::vector<float> proj = load.floats(prefix + "_proj.weight", {{1, h}, {h}});
   for (int64_t d = 0; d < h; ++d) w[d] *= proj[d];
-  spine_bytes_ += 4 * h;
-  return w;
+  return load.upload(w);
 }
 
-void K3Model::load_kda(const std::string& p, Kda& w) {
+void K3Model::load_kda(SpineLoader& load, const std::string& p, Kda& w) {
   const K3Config& c = config_;
   const int64_t h = c.hidden_size, heads = c.kda_heads, hd = c.kda_head_dim, ch = heads * hd, taps = c.conv_kernel;
-  w.q = load(p + "q_proj", ch, h);
-  w.k = load(p + "k_proj", ch, h);
-  w.v = load(p + "v_proj", ch, h);
-  w.f_a = load(p + "f_a_proj", hd, h);
-  w.f_b = load(p + "f_b_proj", ch, hd);
-  w.b = load(p + "b_proj", heads, h);
-  w.g = load(p + "g_proj", ch, h);
-  w.o = load(p + "o_proj", h, ch);
-  w.conv_q = load_spine_floats(index_, p + "q_conv1d.weight", {{ch, 1, taps}, {ch, taps}});
-  w.conv_k = load_spine_floats(index_, p + "k_conv1d.weight", {{ch, 1, taps}, {ch, taps}});
-  w.conv_v = load_spine_floats(index_, p + "v_conv1d.weight", {{ch, 1, taps}, {ch, taps}});
-  w.dt_bias = load_spine_floats(index_, p + "dt_bias", {{ch}, {heads, hd}});
+  w.q = load.matrix(p + "q_proj", ch, h);
+  w.k = load.matrix(p + "k_proj", ch, h);
+  w.v = load.matrix(p + "v_proj", ch, h);
+  w.f_a = load.matrix(p + "f_a_proj", hd, h);
+  w.f_b = load.matrix(p + "f_b_proj", ch, hd);
+  w.b = load.matrix(p + "b_proj", heads, h);
+  w.g = load.matrix(p + "g_proj", ch, h);
+  w.o = load.matrix(p + "o_proj", h, ch);
+  w.conv_q = load.upload(load.floats(p + "q_conv1d.weight", {{ch, 1, taps}, {ch, taps}}));
+  w.conv_k = load.upload(load.floats(p + "k_conv1d.weight", {{ch, 1, taps}, {ch, taps}}));
+  w.conv_v = load.upload(load.floats(p + "v_conv1d.weight", {{ch, 1, taps}, {ch, taps}}));
+  w.dt_bias = load.upload(load.floats(p + "dt_bias", {{ch}, {heads, hd}}));
   // A_log: one per head; the release pads it with zeros to a multiple of 128.
-  std::vector<float> a_log = load_spine_floats(index_, p + "A_log", {{heads}, {(heads + 127) / 128 * 128}, {1, 1, heads, 1}});
-  w.decay_rate.resize(heads);
-  for (int64_t i = 0; i < heads; ++i) w.decay_rate[i] = std::exp(a_log[i]);
-  w.o_norm = load_spine_vector(index_, p + "o_norm.weight", hd);
-  spine_bytes_ += 4 * (3 * ch * taps + ch + heads + hd);
+  const std::vector<float> a_log = load.floats(p + "A_log", {{heads}, {(heads + 127) / 128 * 128}, {1, 1, heads, 1}});
+  std::vector<float> rate(heads);
+  for (int64_t i = 0; i < heads; ++i) rate[i] = std::exp(a_log[i]);
+  w.decay_rate = load.upload(rate);
+  w.o_norm = load.vector(p + "o_norm.weight", hd);
 }
 
-void K3Model::load_mla(const std::string& p, Mla& w) {
-  const K3Config& c = config_;
-  const int64_t h = c.hidden_size, heads = c.num_attention_heads;
-  w.q_a = load(p + "q_a_proj", c.q_lora_rank, h);
-  w.q_a_norm = load_spine_vector(index_, p + "q_a_layernorm.weight", c.q_lora_rank);
-  w.q_b = load(p + "q_b_proj", heads * (c.qk_nope_head_dim + c.qk_rope_head_dim), c.q_lora_rank);
-  w.kv_a = load(p + "kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, h);
-  w.kv_a_norm = load_spine_vector(index_, p + "kv_a_layernorm.weight", c.kv_lora_rank);
-  w.kv_b = load(p + "kv_b_proj", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
-  if (c.mla_output_gate) w.g = load(p + "g_proj", heads * c.v_head_dim, h);
-  w.o = load(p + "o_proj", h, heads * c.v_head_dim);
-}
-
-void K3Model::load_moe(const std::string& p, Moe& w) {
+void K3Model::load_moe(SpineLoader& load, const std::string& p, Moe& w) {
   const K3Config& c = config_;
   const int64_t h = c.hidden_size, lat = c.latent_size;
-  w.router = load(p + "gate", c.num_experts, h);
-  if (index_.find(p + "gate.e_score_correction_bias"))
-    w.router_bias = load_spine_vector(index_, p + "gate.e_score_correction_bias", c.num_experts);
-  w.down_latent = load(p + "routed_expert_down_proj", lat, h);
-  w.up_latent = load(p + "routed_expert_up_proj", h, lat);
-  if (c.latent_norm) w.latent_norm = load_spine_vector(index_, p + "routed_expert_norm.weight", lat);
-  if (c.num_shared_experts > 0) {
-    const int64_t width = c.moe_intermediate_size * c.num_shared_experts;
-    const std::string s = p + "shared_experts.";
-    w.shared = {load(s + "gate_proj", width, h), load(s + "up_proj", width, h), load(s + "down_proj", h, width)};
-  }
+  w.router = load.matrix(p + "gate", c.num_experts, h);
+  if (load.index().find(p + "gate.e_score_correction_bias"))
+    w.router_bias = load.vector(p + "gate.e_score_correction_bias", c.num_experts);
+  w.down_latent = load.matrix(p + "routed_expert_down_proj", lat, h);
+  w.up_latent = load.matrix(p + "routed_expert_up_proj", h, lat);
+  if (c.latent_norm) w.latent_norm = load.vector(p + "routed_expert_norm.weight", lat);
+  if (c.num_shared_experts > 0) w.shared = load_mlp(load, p + "shared_experts.", c.moe_intermediate_size * c.num_shared_experts, h);
 }
 
 K3Model::K3Model(const WeightIndex& index, const K3Config& config, Backend& backend, ExpertStore& experts)
-    : config_(config), index_(index), backend_(backend), experts_(experts) {
+    : config_(config), backend_(backend), experts_(experts), scratch_(backend) {
   const K3Config& c = config_;
-  const int64_t h = c.hidden_size;
-  embed_ = load("model.embed_tokens", c.vocab_size, h);
-  lm_head_ = c.tie_word_embeddings && !index.find("lm_head.weight") ? load("model.embed_tokens", c.vocab_size, h)
-                                                                     : load("lm_head", c.vocab_size, h);
-  final_norm_ = load_spine_vector(index, "model.norm.weight", h);
-  output_res_query_ = res_query("model.output_attn_res");
+  const int64_t h = c.hidden_size, qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  SpineLoader load(backend, index);
+  // No RoPE: the "rope" dims are a shared, unrotated key part.
+  mla_ = {{c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank,
+           1.0f / std::sqrt(static_cast<float>(qk))},
+          h, c.q_lora_rank, kMlaNormEps, c.mla_output_gate, nullptr, 1.0f};
+  router_spec_ = {c.num_experts, c.num_experts_per_token, 1, 1, c.renormalize && c.num_experts_per_token > 1,
+                  c.routed_scaling_factor};
+  situ_ = {GatedActivation::kSiTU, c.situ_beta, c.situ_linear_beta};
+  embed_ = load.matrix("model.embed_tokens", c.vocab_size, h);
+  lm_head_ = load.matrix(c.tie_word_embeddings && !index.find("lm_head.weight") ? "model.embed_tokens" : "lm_head", c.vocab_size, h);
+  final_norm_ = load.vector("model.norm.weight", h);
+  output_res_query_ = res_query(load, "model.output_attn_res");
   layers_.resize(c.num_hidden_layers);
+  const int64_t ch = c.kda_heads * c.kda_head_dim;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     Layer& L = layers_[l];
     const std::string p = fmt::format("model.layers.{}.", l);
-    L.input_norm = load_spine_vector(index, p + "input_layernorm.weight", h);
-    L.post_attention_norm = load_spine_vector(index, p + "post_attention_layernorm.weight", h);
-    L.attn_res_query = res_query(p + "self_attention_res");
-    L.mlp_res_query = res_query(p + "mlp_res");
+    L.input_norm = load.vector(p + "input_layernorm.weight", h);
+    L.post_attention_norm = load.vector(p + "post_attention_layernorm.weight", h);
+    L.attn_res_query = res_query(load, p + "self_attention_res");
+    L.mlp_res_query = res_query(load, p + "mlp_res");
     L.mla = c.is_mla[l];
-    if (L.mla) load_mla(p + "self_attn.", L.mla_weights);
-    else load_kda(p + "self_attn.", L.kda);
+    if (L.mla) {
+      L.mla_weights = load_mla(load, p + "self_attn.", mla_);
+    } else {
+      load_kda(load, p + "self_attn.", L.kda);
+      L.recurrent_offset = recurrent_bytes_;
+      recurrent_bytes_ += 4 * static_cast<uint64_t>(ch * c.kda_head_dim + 3 * (c.conv_kernel - 1) * ch);
+    }
     L.moe = c.is_moe_layer(l);
-    if (L.moe) load_moe(p + "block_sparse_moe.", L.moe_weights);
-    else L.dense = {load(p + "mlp.gate_proj", c.intermediate_size, h), load(p + "mlp.up_proj", c.intermediate_size, h),
-                    load(p + "mlp.down_proj", h, c.intermediate_size)};
+    if (L.moe) load_moe(load, p + "block_sparse_moe.", L.moe_weights);
+    else L.dense = load_mlp(load, p + "mlp.", c.intermediate_size, h);
   }
+  spine_bytes_ = load.bytes();
 }
 
 K3State K3Model::new_state() const {
   const K3Config& c = config_;
-  const int64_t ch = c.kda_heads * c.kda_head_dim;
-  K3State s{std::vector<std::vector<float>>(c.num_hidden_layers), std::vector<std::vector<float>>(c.num_hidden_layers),
-            LatentKvCache(c.num_hidden_layers, c.kv_lora_rank, c.qk_rope_head_dim, c.is_mla)};
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    if (c.is_mla[l]) continue;
-    s.kda_state[l].assign(c.kda_heads * c.kda_head_dim * c.kda_head_dim, 0.0f);
-    s.conv[l].assign(3 * (c.conv_kernel - 1) * ch, 0.0f);
-  }
+  K3State s{LatentKvCache(backend_, c.num_hidden_layers, c.kv_lora_rank, c.qk_rope_head_dim, c.is_mla),
+            backend_.allocate(recurrent_bytes_)};
+  restore_recurrent(s, nullptr);
   return s;
 }
 
-void K3Model::kda(int64_t layer, K3State& state, const float* x, int64_t n, float* out) {
-  const K3Config& c = config_;
-  const Kda& w = layers_[layer].kda;
-  const int64_t heads = c.kda_heads, hd = c.kda_head_dim, ch = heads * hd, taps = c.conv_kernel;
-  std::vector<float> u(n * ch), q(n * ch), k(n * ch), v(n * ch);  // [n, heads * head_dim]
-  float* window = state.conv[layer].data();                       // [3][taps - 1][ch]
-  const int64_t window_size = (taps - 1) * ch;
-  backend_.matmul(w.q.view, x, n, u.data());
-  backend_.short_conv_silu(w.conv_q.data(), window, u.data(), n, ch, taps, q.data());
-  backend_.matmul(w.k.view, x, n, u.data());
-  backend_.short_conv_silu(w.conv_k.data(), window + window_size, u.data(), n, ch, taps, k.data());
-  backend_.matmul(w.v.view, x, n, u.data());
-  backend_.short_conv_silu(w.conv_v.data(), window + 2 * window_size, u.data(), n, ch, taps, v.data());
+std::unique_ptr<Buffer> K3Model::save_recurrent(const K3State& state) const {
+  std::unique_ptr<Buffer> copy = backend_.allocate(recurrent_bytes_);
+  const int64_t floats = static_cast<int64_t>(recurrent_bytes_ / 4);
+  backend_.copy(Tensor::of(*state.recurrent, 1, floats), Tensor::of(*copy, 1, floats));
+  return copy;
+}
 
-  std::vector<float> beta(n * heads), low_rank(n * hd), decay(n * ch), gate(n * ch), o(n * ch);
-  backend_.matmul(w.b.view, x, n, beta.data());
-  backend_.matmul(w.f_a.view, x, n, low_rank.data());
-  backend_.matmul(w.f_b.view, low_rank.data(), n, decay.data());
-  backend_.matmul(w.g.view, x, n, gate.data());
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t hh = 0; hh < heads; ++hh) {
-      l2_normalise(q.data() + t * ch + hh * hd, hd, q_scale);
-      l2_normalise(k.data() + t * ch + hh * hd, hd, 1.0f);
-      beta[t * heads + hh] = sigmoid(beta[t * heads + hh]);
-      for (int64_t i = 0; i < hd; ++i) {  // alpha = exp(lower_bound * sigmoid(exp(A_log) * (z + dt_bias)))
-        float& a = decay[t * ch + hh * hd + i];
-        a = std::exp(c.gate_lower_bound * sigmoid(w.decay_rate[hh] * (a + w.dt_bias[hh * hd + i])));
-      }
-    }
-    backend_.kda_step(state.kda_state[layer].data(), q.data() + t * ch, k.data() + t * ch, v.data() + t * ch,
-                      decay.data() + t * ch, beta.data() + t * heads, heads, hd, hd, o.data() + t * ch);
-  }
+void K3Model::restore_recurrent(K3State& state, const Buffer* saved) const {
+  const Tensor all = Tensor::of(*state.recurrent, 1, static_cast<int64_t>(recurrent_bytes_ / 4));
+  if (saved) backend_.copy(Tensor::of(const_cast<Buffer&>(*saved), 1, all.cols), all);
+  else backend_.fill(all, 0.0f);
+}
+
+void K3Model::kda(int64_t layer, K3State& state, const Tensor& x, const Tensor& out) {
+  const K3Config& c = config_;
+  const Layer& L = layers_[layer];
+  const Kda& w = L.kda;
+  const int64_t n = x.rows, heads = c.kda_heads, hd = c.kda_head_dim, ch = heads * hd, taps = c.conv_kernel;
+  KdaArgs a;
+  a.heads = heads, a.head_dim = hd, a.taps = taps, a.gate_lower_bound = c.gate_lower_bound, a.norm_eps = kL2NormEps;
+  a.q = scratch_.take(n, ch), a.k = scratch_.take(n, ch), a.v = scratch_.take(n, ch);  // [n, heads * head_dim]
+  a.beta = scratch_.take(n, heads);
+  a.decay = scratch_.take(n, ch);
+  const Tensor low_rank = scratch_.take(n, hd), gate = scratch_.take(n, ch);
+  backend_.matmul(w.q.weight, x, a.q);
+  backend_.matmul(w.k.weight, x, a.k);
+  backend_.matmul(w.v.weight, x, a.v);
+  backend_.matmul(w.b.weight, x, a.beta);
+  backend_.matmul(w.f_a.weight, x, low_rank);
+  backend_.matmul(w.f_b.weight, low_rank, a.decay);
+  backend_.matmul(w.g.weight, x, gate);
+  a.conv_q = w.conv_q.tensor, a.conv_k = w.conv_k.tensor, a.conv_v = w.conv_v.tensor;
+  a.dt_bias = w.dt_bias.tensor, a.decay_rate = w.decay_rate.tensor;
+  a.state = Tensor::of(*state.recurrent, ch, hd, Elem::F32, L.recurrent_offset);
+  a.window = Tensor::of(*state.recurrent, 3 * (taps - 1), ch, Elem::F32, L.recurrent_offset + 4 * static_cast<uint64_t>(ch * hd));
+  a.out = scratch_.take(n, ch);
+  backend_.kda(a);
   // Per-head RMSNorm (weight shared by heads), then the sigmoid output gate.
-  backend_.rmsnorm(o.data(), w.o_norm.data(), n * heads, hd, c.rms_norm_eps, o.data());
-  for (int64_t i = 0; i < n * ch; ++i) o[i] *= sigmoid(gate[i]);
-  backend_.matmul(w.o.view, o.data(), n, out);
+  backend_.rmsnorm(a.out.reshaped(n * heads, hd), w.o_norm.tensor, c.rms_norm_eps, a.out.reshaped(n * heads, hd));
+  backend_.mul_sigmoid(a.out, gate, a.out);
+  backend_.matmul(w.o.weight, a.out, out);
 }
 
-void K3Model::mla(int64_t layer, K3State& state, const float* x, int64_t n, int64_t start, float* out) {
-  const K3Config& c = config_;
-  const Mla& w = layers_[layer].mla_weights;
-  const int64_t heads = c.num_attention_heads, qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
-  const int64_t lat = c.kv_lora_rank, rope = c.qk_rope_head_dim, vd = c.v_head_dim;
-  std::vector<float> qa(n * c.q_lora_rank), q(n * heads * qk), ckv(n * (lat + rope));
-  backend_.matmul(w.q_a.view, x, n, qa.data());
-  backend_.rmsnorm(qa.data(), w.q_a_norm.data(), n, c.q_lora_rank, kMlaNormEps, qa.data());
-  backend_.matmul(w.q_b.view, qa.data(), n, q.data());
-  backend_.matmul(w.kv_a.view, x, n, ckv.data());
-  LatentKvCache& cache = state.mla;
-  for (int64_t t = 0; t < n; ++t) {  // no RoPE: the 64 "rope" dims are a shared, unrotated key part
-    const float* row = ckv.data() + t * (lat + rope);
-    backend_.rmsnorm(row, w.kv_a_norm.data(), 1, lat, kMlaNormEps, cache.c(layer, start + t));
-    std::copy(row + lat, row + lat + rope, cache.pe(layer, start + t));
-  }
-  const cpu::MlaShape shape{heads, c.qk_nope_head_dim, rope, vd, lat, 1.0f / std::sqrt(static_cast<float>(qk))};
-  std::vector<float> attn(n * heads * vd);
-  for (int64_t t = 0; t < n; ++t)
-    backend_.mla_attention(shape, w.kv_b.view, q.data() + t * heads * qk, cache.c(layer, 0), cache.pe(layer, 0),
-                           start + t + 1, attn.data() + t * heads * vd);
-  if (c.mla_output_gate) {
-    std::vector<float> gate(n * heads * vd);
-    backend_.matmul(w.g.view, x, n, gate.data());
-    for (size_t i = 0; i < attn.size(); ++i) attn[i] *= sigmoid(gate[i]);
-  }
-  backend_.matmul(w.o.view, attn.data(), n, out);
-}
-
-void K3Model::mlp(const Mlp& w, const float* x, int64_t n, float* out) {
-  const int64_t width = w.gate.view.rows;
-  std::vector<float> gate(n * width), up(n * width);
-  backend_.matmul(w.gate.view, x, n, gate.data());
-  backend_.matmul(w.up.view, x, n, up.data());
-  backend_.situ_mul(gate.data(), up.data(), n * width, config_.situ_beta, config_.situ_linear_beta);
-  backend_.matmul(w.down.view, gate.data(), n, out);
-}
-
-void K3Model::moe(int64_t layer, const float* x, int64_t n, int64_t start, float* out) {
+void K3Model::moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& out) {
   const K3Config& c = config_;
   const Moe& w = layers_[layer].moe_weights;
-  const int64_t h = c.hidden_size, lat = c.latent_size;
-  std::vector<float> logits(n * c.num_experts), z(n * lat), routed(n * lat), up(n * h);
-  backend_.matmul(w.router.view, x, n, logits.data());
-  backend_.matmul(w.down_latent.view, x, n, z.data());
-  const RouterSpec router{c.num_experts, c.num_experts_per_token, 1, 1,
-                          c.renormalize && c.num_experts_per_token > 1, c.routed_scaling_factor};
-  const float beta = c.situ_beta, linear_beta = c.situ_linear_beta;
-  const RoutedPlan plan = plan_routed_experts(experts_, layer, router, logits.data(),
-                                              w.router_bias.empty() ? nullptr : w.router_bias.data(), n, start, stats_);
-  if (lookahead_.active() && layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe) {
-    const Moe& next = layers_[layer + 1].moe_weights;
-    backend_.matmul(next.router.view, x, n, logits.data());
-    lookahead_.guess(experts_, layer + 1, router, logits.data(), next.router_bias.empty() ? nullptr : next.router_bias.data(), n);
-  }
-  if (c.num_shared_experts > 0) mlp(w.shared, x, n, out);  // while the routed experts are read
-  run_routed_experts(backend_, experts_, plan, z.data(), n, lat, c.moe_intermediate_size,
-                     [beta, linear_beta](Backend& b, float* g, const float* u, int64_t m) { b.situ_mul(g, u, m, beta, linear_beta); },
-                     routed.data());
-  if (c.latent_norm) backend_.rmsnorm(routed.data(), w.latent_norm.data(), n, lat, c.rms_norm_eps, routed.data());
-  backend_.matmul(w.up_latent.view, routed.data(), n, up.data());
-  if (c.num_shared_experts > 0) {
-    for (int64_t i = 0; i < n * h; ++i) out[i] = up[i] + out[i];
-  } else {
-    std::copy(up.begin(), up.end(), out);
-  }
+  const int64_t n = x.rows, h = c.hidden_size, lat = c.latent_size;
+  const Tensor z = scratch_.take(n, lat), routed = scratch_.take(n, lat), up = scratch_.take(n, h);
+  const bool next_moe = layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe;
+  const RouterWeights next = next_moe ? router(layer + 1) : RouterWeights{};
+  const Routing routing = route_and_request(backend_, scratch_, experts_, router_spec_, router(layer), layer, x, start, stats_,
+                                            lookahead_, next_moe ? &next : nullptr);
+  backend_.matmul(w.down_latent.weight, x, z);
+  if (c.num_shared_experts > 0) run_mlp(backend_, scratch_, w.shared, situ_, x, out);  // while the routed experts are read
+  run_routed(backend_, experts_, routing, z, c.moe_intermediate_size, situ_, routed);
+  if (c.latent_norm) backend_.rmsnorm(routed, w.latent_norm.tensor, c.rms_norm_eps, routed);
+  backend_.matmul(w.up_latent.weight, routed, up);
+  if (c.num_shared_experts > 0) backend_.add(up, out, out);
+  else backend_.copy(up, out);
 }
 
-void K3Model::mix(const std::vector<std::vector<float>>& blocks, const std::vector<float>& partial, const float* query,
-                  int64_t n, float* out) {
-  const int64_t h = config_.hidden_size;
-  std::vector<const float*> candidates(blocks.size() + 1);
-  for (int64_t t = 0; t < n; ++t) {
-    for (size_t i = 0; i < blocks.size(); ++i) candidates[i] = blocks[i].data() + t * h;
-    candidates.back() = partial.data() + t * h;
-    backend_.attn_res_mix(candidates.data(), static_cast<int64_t>(candidates.size()), query, h, config_.rms_norm_eps,
-                          out + t * h);
-  }
+void K3Model::mix(const std::vector<Tensor>& blocks, size_t sealed, const Tensor& partial, const Tensor& query,
+                  const Tensor& out) {
+  std::vector<Tensor> candidates(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(sealed));
+  candidates.push_back(partial);
+  backend_.attn_res_mix(candidates, query, config_.rms_norm_eps, out);
 }
 
 void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t start, float* logits, bool all_logits,
@@ -271,39 +194,56 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   state.mla.reserve(start + n);
   experts_.begin_pass();
   lookahead_.begin_pass(experts_);
+  scratch_.reset();
+  std::vector<float> seen;  // observer copies [n, hidden]
+  const auto observe = [&](int64_t row, const Tensor& t) {
+    if (!observer) return;
+    seen.resize(n * h);
+    backend_.download(t, seen.data());
+    observer(row, seen.data(), n);
+  };
+  const Tensor ids = scratch_.take(n, 1, Elem::I32);
+  backend_.upload(tokens, *ids.buffer, ids.offset, 4 * n);
   // Attention Residuals: `blocks` are the sealed snapshots, `partial` the running block sum.
-  std::vector<std::vector<float>> blocks;
-  std::vector<float> partial(n * h), mixed(n * h), normed(n * h), delta(n * h);  // [n, hidden]
-  for (int64_t t = 0; t < n; ++t) backend_.embed(embed_.view, tokens[t], partial.data() + t * h);
-  if (observer) observer(0, partial.data(), n);
+  std::vector<Tensor> blocks((c.num_hidden_layers + c.attn_res_block_size - 1) / c.attn_res_block_size);
+  for (Tensor& b : blocks) b = scratch_.take(n, h);
+  size_t sealed = 0;
+  const Tensor partial = scratch_.take(n, h), mixed = scratch_.take(n, h), normed = scratch_.take(n, h),
+               delta = scratch_.take(n, h);  // [n, hidden]
+  backend_.embed(embed_.weight, ids, partial);
+  observe(0, partial);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& L = layers_[l];
+    const Scratch::Mark frame = scratch_.mark();
     // 1. The attention input: a mix over the snapshots and the running sum (layer 0: the embedding).
-    if (blocks.empty()) mixed = partial;
-    else mix(blocks, partial, L.attn_res_query.data(), n, mixed.data());
+    if (sealed == 0) backend_.copy(partial, mixed);
+    else mix(blocks, sealed, partial, L.attn_res_query.tensor, mixed);
     // 2. Every attn_res_block_size layers the running sum is sealed and a new block starts.
     const bool seal = l % c.attn_res_block_size == 0;
-    if (seal) blocks.push_back(partial);
+    if (seal) backend_.copy(partial, blocks[sealed++]);
     // 3. Attention on the normed mix; its output starts or extends the running sum.
-    backend_.rmsnorm(mixed.data(), L.input_norm.data(), n, h, c.rms_norm_eps, normed.data());
-    if (L.mla) mla(l, state, normed.data(), n, start, delta.data());
-    else kda(l, state, normed.data(), n, delta.data());
-    if (seal) partial = delta;
-    else for (int64_t i = 0; i < n * h; ++i) partial[i] += delta[i];
+    backend_.rmsnorm(mixed, L.input_norm.tensor, c.rms_norm_eps, normed);
+    if (L.mla) run_mla(backend_, scratch_, mla_, L.mla_weights, state.mla, l, normed, start, delta);
+    else kda(l, state, normed, delta);
+    if (seal) backend_.copy(delta, partial);
+    else backend_.add(partial, delta, partial);
     // 4. The MLP input: a mix over the snapshots and the running sum; its output extends the sum.
-    mix(blocks, partial, L.mlp_res_query.data(), n, mixed.data());
-    backend_.rmsnorm(mixed.data(), L.post_attention_norm.data(), n, h, c.rms_norm_eps, normed.data());
-    if (L.moe) moe(l, normed.data(), n, start, delta.data());
-    else mlp(L.dense, normed.data(), n, delta.data());
-    for (int64_t i = 0; i < n * h; ++i) partial[i] += delta[i];
-    if (observer) observer(l + 1, partial.data(), n);
+    mix(blocks, sealed, partial, L.mlp_res_query.tensor, mixed);
+    backend_.rmsnorm(mixed, L.post_attention_norm.tensor, c.rms_norm_eps, normed);
+    if (L.moe) moe(l, normed, start, delta);
+    else run_mlp(backend_, scratch_, L.dense, situ_, normed, delta);
+    backend_.add(partial, delta, partial);
+    observe(l + 1, partial);
+    scratch_.release(frame);
   }
-  mix(blocks, partial, output_res_query_.data(), n, mixed.data());
-  if (observer) observer(c.num_hidden_layers + 1, mixed.data(), n);
-  backend_.rmsnorm(mixed.data(), final_norm_.data(), n, h, c.rms_norm_eps, normed.data());
-  if (observer) observer(c.num_hidden_layers + 2, normed.data(), n);
+  mix(blocks, sealed, partial, output_res_query_.tensor, mixed);
+  observe(c.num_hidden_layers + 1, mixed);
+  backend_.rmsnorm(mixed, final_norm_.tensor, c.rms_norm_eps, normed);
+  observe(c.num_hidden_layers + 2, normed);
   const int64_t first = all_logits ? 0 : n - 1;
-  backend_.matmul(lm_head_.view, normed.data() + first * h, n - first, logits);
+  const Tensor out = scratch_.take(n - first, c.vocab_size);  // [n - first, vocab]
+  backend_.matmul(lm_head_.weight, normed.row_range(first, n - first), out);
+  backend_.download(out, logits);
   ++stats_.passes;
   stats_.positions += n;
 }

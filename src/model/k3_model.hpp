@@ -2,19 +2,25 @@
 // sigmoid-bounded decay and a delta-rule recurrent state) and gated MLA without RoPE, mixed by
 // Attention Residuals (the residual stream is replaced by softmax mixes over block snapshots),
 // with a latent MoE (sigmoid router; experts run in a narrower latent space; SiTU-GLU) and
-// fused shared experts. What each config value means: docs/kimi-k3.md.
+// fused shared experts. What each config value means: docs/kimi-k3.md. The pass is backend
+// ops only (model/blocks.hpp, model/routed_experts.hpp).
 //
 // Only the spine is resident; routed experts come from the ExpertStore. A pass over n positions
 // is batch-invariant (matmuls per row, recurrences token by token in order), so a chunk equals
-// its positions run one at a time. Token-timeline state lives in K3State, which a session can
-// copy to snapshot and restore to roll back.
+// its positions run one at a time. Token-timeline state lives in K3State: the latent cache is
+// append-only (a rewind only moves the position), the recurrent part is saved before a
+// multi-token pass and restored to roll back.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/scratch.hpp"
 #include "io/expert_store.hpp"
+#include "model/blocks.hpp"
 #include "model/kv_cache.hpp"
 #include "model/lookahead.hpp"
 #include "model/routed_experts.hpp"
@@ -30,9 +36,9 @@ ExpertTable k3_expert_table(const WeightIndex& index, const K3Config& config);
 
 // Everything a K3 token timeline carries from one position to the next.
 struct K3State {
-  std::vector<std::vector<float>> kda_state;  // [layer] [heads, head_dim, head_dim] (KDA layers)
-  std::vector<std::vector<float>> conv;       // [layer] [3 branches][taps - 1][channels] pre-conv inputs
-  LatentKvCache mla;                          // latent cache of the MLA layers (append-only)
+  LatentKvCache mla;                  // latent cache of the MLA layers (append-only)
+  std::unique_ptr<Buffer> recurrent;  // per KDA layer: state [heads * head_dim, head_dim], then
+                                      // the conv windows [3 * (taps - 1), heads * head_dim]
 };
 
 // Called with [n, hidden] rows as the golden fixtures lay them out: row 0 the embedding, row
@@ -48,6 +54,9 @@ class K3Model {
   uint64_t spine_bytes() const { return spine_bytes_; }
   const PassStats& stats() const { return stats_; }
   K3State new_state() const;
+  // A copy of the recurrent part, and putting one back (nullptr: the initial zeros).
+  std::unique_ptr<Buffer> save_recurrent(const K3State& state) const;
+  void restore_recurrent(K3State& state, const Buffer* saved) const;
   // Router lookahead prefetch with at most `byte_cap` bytes in flight (0: off, the default).
   void set_lookahead(uint64_t byte_cap) { lookahead_ = Lookahead(byte_cap); }
 
@@ -57,55 +66,52 @@ class K3Model {
                const K3Observer& observer = {});
 
  private:
-  struct Mlp {
-    SpineMatrix gate, up, down;
-  };
   struct Kda {
     SpineMatrix q, k, v, f_a, f_b, b, g, o;
-    std::vector<float> conv_q, conv_k, conv_v;  // [channels, taps]
-    std::vector<float> dt_bias;                 // [channels]
-    std::vector<float> decay_rate;              // [heads] exp(A_log)
-    std::vector<float> o_norm;                  // [head_dim]
-  };
-  struct Mla {
-    SpineMatrix q_a, q_b, kv_a, kv_b, g, o;
-    std::vector<float> q_a_norm, kv_a_norm;
+    SpineVector conv_q, conv_k, conv_v;  // [channels, taps]
+    SpineVector dt_bias;                 // [1, channels]
+    SpineVector decay_rate;              // [1, heads] exp(A_log)
+    SpineVector o_norm;                  // [1, head_dim]
   };
   struct Moe {
     SpineMatrix router, down_latent, up_latent;
-    std::vector<float> router_bias, latent_norm;
+    SpineVector router_bias, latent_norm;
     Mlp shared;
   };
   struct Layer {
-    std::vector<float> input_norm, post_attention_norm;
-    std::vector<float> attn_res_query, mlp_res_query;  // folded norm weight x projection [hidden]
+    SpineVector input_norm, post_attention_norm;
+    SpineVector attn_res_query, mlp_res_query;  // folded norm weight x projection [1, hidden]
     bool mla = false, moe = false;
     Kda kda;
-    Mla mla_weights;
+    MlaWeights mla_weights;
     Mlp dense;
     Moe moe_weights;
+    uint64_t recurrent_offset = 0;  // KDA layers: bytes into K3State::recurrent
   };
 
-  SpineMatrix load(const std::string& name, int64_t rows, int64_t cols);
-  std::vector<float> res_query(const std::string& prefix);
-  void load_kda(const std::string& p, Kda& w);
-  void load_mla(const std::string& p, Mla& w);
-  void load_moe(const std::string& p, Moe& w);
+  SpineVector res_query(SpineLoader& load, const std::string& prefix);
+  void load_kda(SpineLoader& load, const std::string& p, Kda& w);
+  void load_moe(SpineLoader& load, const std::string& p, Moe& w);
 
-  void kda(int64_t layer, K3State& state, const float* x, int64_t n, float* out);
-  void mla(int64_t layer, K3State& state, const float* x, int64_t n, int64_t start, float* out);
-  void mlp(const Mlp& w, const float* x, int64_t n, float* out);
-  void moe(int64_t layer, const float* x, int64_t n, int64_t start, float* out);  // start: first position
-  void mix(const std::vector<std::vector<float>>& blocks, const std::vector<float>& partial, const float* query,
-           int64_t n, float* out);
+  void kda(int64_t layer, K3State& state, const Tensor& x, const Tensor& out);
+  void moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& out);  // start: first position
+  // out = the Attention-Residuals mix of blocks [0, sealed) and the live sum `partial`.
+  void mix(const std::vector<Tensor>& blocks, size_t sealed, const Tensor& partial, const Tensor& query, const Tensor& out);
+  RouterWeights router(int64_t layer) const {
+    return {&layers_[layer].moe_weights.router.weight, layers_[layer].moe_weights.router_bias.tensor};
+  }
 
   const K3Config& config_;
-  const WeightIndex& index_;
   Backend& backend_;
   ExpertStore& experts_;
+  Scratch scratch_;
+  MlaSpec mla_;
+  RouterSpec router_spec_;
+  GatedActivation situ_;
+  uint64_t recurrent_bytes_ = 0;
   uint64_t spine_bytes_ = 0;
   SpineMatrix embed_, lm_head_;
-  std::vector<float> final_norm_, output_res_query_;
+  SpineVector final_norm_, output_res_query_;
   std::vector<Layer> layers_;
   PassStats stats_;
   Lookahead lookahead_;

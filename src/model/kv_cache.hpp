@@ -1,13 +1,16 @@
-// The compressed MLA cache of one token timeline: per layer and position, the normalised
-// latent c [kv_lora] and the rotated shared key k_pe [rope] (576 floats a position for Kimi K2).
-// Rewinding is setting the length: positions past it are overwritten by the next pass. Capacity
-// doubles as it grows.
+// The compressed MLA cache of one token timeline, in backend buffers: per layer that keeps one,
+// the normalised latent c [capacity, kv_lora] and the shared key part k_pe [capacity, rope]
+// (576 floats a position for Kimi K2). Rewinding is setting the length: positions past it are
+// overwritten by the next pass, so the cache is never copied for a rewind. Capacity doubles as
+// it grows (new buffers, rows copied on the backend).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "util/error.hpp"
 
 namespace deltafin {
@@ -15,13 +18,9 @@ namespace deltafin {
 class LatentKvCache {
  public:
   // `held`: the layers that keep a cache (all when empty; K3: the MLA layers only).
-  LatentKvCache(int64_t layers, int64_t kv_lora, int64_t rope, std::vector<bool> held = {})
-      : kv_lora_(kv_lora), rope_(rope), c_(layers), pe_(layers), held_(held.empty() ? std::vector<bool>(layers, true) : held) {}
-
-  // Bytes one position takes over every layer that holds a cache.
-  uint64_t position_bytes() const {
-    return static_cast<uint64_t>(kv_lora_ + rope_) * sizeof(float) * std::count(held_.begin(), held_.end(), true);
-  }
+  LatentKvCache(Backend& backend, int64_t layers, int64_t kv_lora, int64_t rope, std::vector<bool> held = {})
+      : backend_(&backend), kv_lora_(kv_lora), rope_(rope), c_(layers), pe_(layers),
+        held_(held.empty() ? std::vector<bool>(layers, true) : std::move(held)) {}
 
   // Makes room for positions [0, n); running out of memory names the cache and its size.
   void reserve(int64_t n) {
@@ -29,7 +28,7 @@ class LatentKvCache {
     const int64_t capacity = std::max<int64_t>(n, capacity_ * 2);
     try {
       for (size_t l = 0; l < c_.size(); ++l)
-        if (held_[l]) c_[l].resize(capacity * kv_lora_), pe_[l].resize(capacity * rope_);
+        if (held_[l]) grow(c_[l], kv_lora_, capacity), grow(pe_[l], rope_, capacity);
     } catch (const std::bad_alloc&) {
       fail("out of memory growing the KV cache to {} positions ({:.3f} GB)", capacity,
            static_cast<double>(capacity) * position_bytes() / 1e9);
@@ -37,15 +36,27 @@ class LatentKvCache {
     capacity_ = capacity;
   }
 
-  float* c(int64_t layer, int64_t pos) { return c_[layer].data() + pos * kv_lora_; }
-  float* pe(int64_t layer, int64_t pos) { return pe_[layer].data() + pos * rope_; }
+  Tensor c(int64_t layer) const { return Tensor::of(*c_[layer], capacity_, kv_lora_); }    // [capacity, kv_lora]
+  Tensor pe(int64_t layer) const { return Tensor::of(*pe_[layer], capacity_, rope_); }     // [capacity, rope]
+
+  // Bytes one position takes over every layer that holds a cache.
+  uint64_t position_bytes() const {
+    return static_cast<uint64_t>(kv_lora_ + rope_) * sizeof(float) * std::count(held_.begin(), held_.end(), true);
+  }
   uint64_t bytes() const { return static_cast<uint64_t>(capacity_) * position_bytes(); }
 
  private:
+  void grow(std::unique_ptr<Buffer>& buffer, int64_t cols, int64_t capacity) {
+    std::unique_ptr<Buffer> bigger = backend_->allocate(static_cast<uint64_t>(capacity * cols) * 4);
+    if (buffer && capacity_ > 0 && cols > 0)
+      backend_->copy(Tensor::of(*buffer, capacity_, cols), Tensor::of(*bigger, capacity_, cols));
+    buffer = std::move(bigger);
+  }
+
+  Backend* backend_;
   int64_t kv_lora_, rope_, capacity_ = 0;
-  std::vector<std::vector<float>> c_;   // [layer][pos * kv_lora]
-  std::vector<std::vector<float>> pe_;  // [layer][pos * rope]
-  std::vector<bool> held_;              // [layer]
+  std::vector<std::unique_ptr<Buffer>> c_, pe_;  // [layer]
+  std::vector<bool> held_;                       // [layer]
 };
 
 }  // namespace deltafin

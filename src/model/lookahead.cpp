@@ -25,16 +25,9 @@ void Lookahead::begin_pass(const ExpertStore& store) {
   window_used_ = s.prefetch_used;
 }
 
-void Lookahead::guess(ExpertStore& store, int64_t next_layer, const RouterSpec& router, const float* next_logits,
-                      const float* bias, int64_t n) {
+void Lookahead::guess(ExpertStore& store, int64_t next_layer, const std::vector<int32_t>& chosen) {
   if (!active()) return;
-  std::vector<int32_t> chosen(router.top_k);
-  std::vector<float> weight(router.top_k);
-  std::set<int32_t> wanted;
-  for (int64_t t = 0; t < n; ++t) {
-    route_token(router, next_logits + t * router.experts, bias, chosen.data(), weight.data());
-    wanted.insert(chosen.begin(), chosen.end());
-  }
+  const std::set<int32_t> wanted(chosen.begin(), chosen.end());
   const std::vector<int32_t> ids(wanted.begin(), wanted.end());
   store.prefetch(next_layer, ids, cap_);
 }

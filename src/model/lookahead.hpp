@@ -8,9 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "io/expert_store.hpp"
-#include "model/router.hpp"
 
 namespace deltafin {
 
@@ -26,9 +26,8 @@ class Lookahead {
   // Updates the on/off state from the store's prefetch counters; call once per pass.
   void begin_pass(const ExpertStore& store);
   bool active() const { return cap_ > 0 && passes_ >= off_until_; }
-  // next_logits [n, experts]: layer `next_layer`'s router on the current MoE input.
-  void guess(ExpertStore& store, int64_t next_layer, const RouterSpec& router, const float* next_logits,
-             const float* bias, int64_t n);
+  // chosen: the experts layer `next_layer`'s router picks on the current MoE input (any order).
+  void guess(ExpertStore& store, int64_t next_layer, const std::vector<int32_t>& chosen);
 
  private:
   uint64_t cap_;

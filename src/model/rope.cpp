@@ -1,4 +1,4 @@
-// YaRN inverse frequencies (transformers' _compute_yarn_parameters) and interleaved rotation.
+// YaRN inverse frequencies (transformers' _compute_yarn_parameters); the rotation is the backend's rope op.
 #include "model/rope.hpp"
 
 #include <algorithm>
@@ -37,18 +37,6 @@ Rope::Rope(const ModelConfig& config)
     const float interp = 1.0f / (r.factor * pos_freq);
     const float extra = 1.0f / pos_freq;
     inv_freq_[i] = interp * (1.0f - extrapolation) + extra * extrapolation;
-  }
-}
-
-void Rope::apply(float* x, int64_t pos) const {
-  const float p = static_cast<float>(pos);
-  for (size_t i = 0; i < inv_freq_.size(); ++i) {
-    const float angle = p * inv_freq_[i];
-    const float c = static_cast<float>(std::cos(static_cast<double>(angle))) * attention_factor_;
-    const float s = static_cast<float>(std::sin(static_cast<double>(angle))) * attention_factor_;
-    const float a = x[2 * i], b = x[2 * i + 1];
-    x[2 * i] = a * c - b * s;
-    x[2 * i + 1] = b * c + a * s;
   }
 }
 

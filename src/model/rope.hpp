@@ -14,9 +14,9 @@ class Rope {
  public:
   explicit Rope(const ModelConfig& config);
 
-  // Rotates x [dim] in place for absolute position `pos`.
-  void apply(float* x, int64_t pos) const;
+  // [dim / 2] the frequencies the backend's rope op turns pair i by; cos/sin carry attention_factor.
   const std::vector<float>& inv_freq() const { return inv_freq_; }
+  float attention_factor() const { return attention_factor_; }
 
  private:
   int64_t dim_;

@@ -1,51 +1,87 @@
-// plan_routed_experts / run_routed_experts (see routed_experts.hpp).
+// route_and_request / run_routed (see routed_experts.hpp).
 #include "model/routed_experts.hpp"
 
 #include <algorithm>
 
 namespace deltafin {
+namespace {
 
-RoutedPlan plan_routed_experts(ExpertStore& store, int64_t layer, const RouterSpec& router, const float* router_logits,
-                               const float* bias, int64_t n, int64_t start, PassStats& stats) {
-  const int64_t k = router.top_k;
-  std::vector<int32_t> chosen(n * k);
-  std::vector<float> weight(n * k);
-  for (int64_t t = 0; t < n; ++t)
-    route_token(router, router_logits + t * router.experts, bias, chosen.data() + t * k, weight.data() + t * k);
-  RoutedPlan plan;
-  plan.layer = layer;
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < k; ++j) plan.users[chosen[t * k + j]].push_back({t, weight[t * k + j]});
-  stats.expert_selections += n * k;
-  stats.expert_runs += plan.users.size();
-  std::vector<int32_t> ids;
-  std::vector<int64_t> first;
-  for (const auto& [expert, uses] : plan.users) {
-    ids.push_back(expert);
-    first.push_back(start + uses.front().first);  // positions are in ascending order
-  }
-  store.request(layer, ids, first);
-  return plan;
+// The chosen ids [n, k] on the host.
+std::vector<int32_t> download_ids(Backend& backend, const Tensor& ids) {
+  std::vector<int32_t> host(ids.rows * ids.cols);
+  backend.download(ids, host.data());
+  return host;
 }
 
-void run_routed_experts(Backend& backend, ExpertStore& store, const RoutedPlan& plan, const float* x, int64_t n,
-                        int64_t in, int64_t width, const GatedActivation& activation, float* out) {
-  std::fill(out, out + n * in, 0.0f);
-  std::vector<float> xs, gate, up, y;
-  for (const auto& [expert, uses] : plan.users) {
-    const ExpertHandle w = store.acquire(plan.layer, expert);
-    const int64_t m = static_cast<int64_t>(uses.size());
-    xs.resize(m * in);
-    gate.resize(m * width);
-    up.resize(m * width);
-    y.resize(m * in);
-    for (int64_t i = 0; i < m; ++i) std::copy_n(x + uses[i].first * in, in, xs.data() + i * in);
-    backend.matmul(w->proj[kGateProj], xs.data(), m, gate.data());
-    backend.matmul(w->proj[kUpProj], xs.data(), m, up.data());
-    activation(backend, gate.data(), up.data(), m * width);
-    backend.matmul(w->proj[kDownProj], gate.data(), m, y.data());
-    for (int64_t i = 0; i < m; ++i) backend.axpy(uses[i].second, y.data() + i * in, out + uses[i].first * in, in);
+// Experts of the store as the backend's ops take them: the record wrapped in a backend buffer
+// (no copy on the CPU), pinned until the backend lets go of the pin.
+class StoreSource final : public ExpertSource {
+ public:
+  StoreSource(Backend& backend, ExpertStore& store, int64_t layer) : backend_(backend), store_(store), layer_(layer) {}
+
+  Resident acquire(int32_t expert) override {
+    ExpertHandle handle = store_.acquire(layer_, expert);
+    auto* storage = const_cast<std::byte*>(handle->storage.data());
+    struct Pin {
+      ExpertHandle handle;
+      std::unique_ptr<Buffer> buffer;
+    };
+    auto pin = std::make_shared<Pin>(Pin{handle, backend_.wrap(storage, handle->storage.size())});
+    Resident r;
+    for (int p = 0; p < 3; ++p) {
+      const WeightView& v = handle->proj[p];
+      const auto offset = [&](const void* at) { return static_cast<uint64_t>(static_cast<const std::byte*>(at) - storage); };
+      r.proj[p] = {v.format, v.rows, v.cols, pin->buffer.get(), offset(v.data), v.scales ? pin->buffer.get() : nullptr,
+                   v.scales ? offset(v.scales) : 0};
+    }
+    r.pin = std::move(pin);
+    return r;
   }
+
+ private:
+  Backend& backend_;
+  ExpertStore& store_;
+  int64_t layer_;
+};
+
+}  // namespace
+
+Routing route_and_request(Backend& backend, Scratch& scratch, ExpertStore& store, const RouterSpec& spec,
+                          const RouterWeights& router, int64_t layer, const Tensor& x, int64_t start, PassStats& stats,
+                          Lookahead& lookahead, const RouterWeights* next) {
+  const int64_t n = x.rows, k = spec.top_k;
+  const Tensor logits = scratch.take(n, spec.experts);  // [n, experts] fp32
+  Routing r;
+  r.layer = layer;
+  r.ids = scratch.take(n, k, Elem::I32);
+  r.weights = scratch.take(n, k);
+  backend.matmul(*router.gate, x, logits);
+  backend.route(spec, logits, router.bias, r.ids, r.weights);
+  const std::vector<int32_t> chosen = download_ids(backend, r.ids);  // the sync point
+  r.experts = chosen;
+  std::sort(r.experts.begin(), r.experts.end());
+  r.experts.erase(std::unique(r.experts.begin(), r.experts.end()), r.experts.end());
+  std::vector<int64_t> first(r.experts.size(), -1);  // the first position that chose each expert
+  for (int64_t i = 0; i < n * k; ++i) {
+    const size_t e = std::lower_bound(r.experts.begin(), r.experts.end(), chosen[i]) - r.experts.begin();
+    if (first[e] < 0) first[e] = start + i / k;
+  }
+  stats.expert_selections += n * k;
+  stats.expert_runs += r.experts.size();
+  store.request(layer, r.experts, first);
+  if (next && lookahead.active()) {
+    const Tensor ids = scratch.take(n, k, Elem::I32), weights = scratch.take(n, k);
+    backend.matmul(*next->gate, x, logits);
+    backend.route(spec, logits, next->bias, ids, weights);
+    lookahead.guess(store, layer + 1, download_ids(backend, ids));
+  }
+  return r;
+}
+
+void run_routed(Backend& backend, ExpertStore& store, const Routing& routing, const Tensor& x, int64_t width,
+                const GatedActivation& act, const Tensor& out) {
+  StoreSource source(backend, store, routing.layer);
+  backend.routed_experts(x, routing.ids, routing.weights, routing.experts, source, width, act, out);
 }
 
 }  // namespace deltafin

@@ -1,21 +1,20 @@
-// Runs the routed experts of one MoE layer for a pass over n positions, shared by the model
-// families, in two steps so that expert reads overlap other work (the shared expert):
-//   plan_routed_experts: route every position, take the union of the chosen experts (ascending)
-//     and start reading the missing ones (ExpertStore::request) — each expert once per pass;
-//   run_routed_experts: run each expert once over all positions that chose it, in ascending
-//     order, waiting for its read, and sum the weighted outputs per position in that order (so
-//     results do not depend on how positions are grouped into passes, or on I/O arrival order).
+// The routed experts of one MoE layer for a pass over n positions, shared by the model families,
+// in two steps so that expert reads overlap other work (the shared expert):
+//   route_and_request: the router's logits and top-k on the backend; the chosen ids come back to
+//     the host (the pass's sync point: the expert store must issue the reads), their union
+//     (ascending) is requested from the store, each expert once per pass;
+//   run_routed: the backend's expert op over that union, acquiring each expert as its read lands
+//     and summing per position in ascending expert order (so results depend neither on how
+//     positions are grouped into passes nor on the order reads arrive).
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <map>
-#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/scratch.hpp"
 #include "io/expert_store.hpp"
-#include "model/router.hpp"
+#include "model/lookahead.hpp"
 
 namespace deltafin {
 
@@ -26,20 +25,26 @@ struct PassStats {
   uint64_t expert_selections = 0;  // (position, layer, slot) selections
 };
 
-// The gated activation between an expert's gate/up and down projections: gate = act(gate, up).
-using GatedActivation = std::function<void(Backend&, float* gate, const float* up, int64_t n)>;
-
-struct RoutedPlan {
-  int64_t layer = 0;
-  std::map<int32_t, std::vector<std::pair<int64_t, float>>> users;  // expert -> (position, weight)
+// A layer's router: the gate matrix [experts, in] and the optional correction bias [1, experts].
+struct RouterWeights {
+  const Weight* gate = nullptr;
+  Tensor bias;  // buffer nullptr: none
 };
 
-// router_logits [n, experts] (fp32), bias [experts] or nullptr; start: the pass's first position.
-RoutedPlan plan_routed_experts(ExpertStore& store, int64_t layer, const RouterSpec& router, const float* router_logits,
-                               const float* bias, int64_t n, int64_t start, PassStats& stats);
+struct Routing {
+  int64_t layer = 0;
+  Tensor ids, weights;          // [n, top_k] on the backend
+  std::vector<int32_t> experts;  // the union, ascending
+};
 
-// x [n, in] the experts' input; out [n, in] = sum over chosen experts of weight * expert(x).
-void run_routed_experts(Backend& backend, ExpertStore& store, const RoutedPlan& plan, const float* x, int64_t n,
-                        int64_t in, int64_t width, const GatedActivation& activation, float* out);
+// x [n, in] the router's input; start: the pass's first position. With lookahead active and
+// `next` given, layer + 1's router on the same x guesses its experts for prefetch.
+Routing route_and_request(Backend& backend, Scratch& scratch, ExpertStore& store, const RouterSpec& spec,
+                          const RouterWeights& router, int64_t layer, const Tensor& x, int64_t start, PassStats& stats,
+                          Lookahead& lookahead, const RouterWeights* next);
+
+// out [n, in] = sum over each position's experts of weight * expert(x); x [n, in].
+void run_routed(Backend& backend, ExpertStore& store, const Routing& routing, const Tensor& x, int64_t width,
+                const GatedActivation& act, const Tensor& out);
 
 }  // namespace deltafin

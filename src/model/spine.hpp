@@ -1,30 +1,54 @@
 // Resident ("spine") weights: everything but the routed experts, read once at load in their
-// stored formats. Norm weights and the router's correction bias are widened to fp32 vectors.
+// stored formats into backend buffers (straight into them where the host can write them).
+// Every tensor is checked for NaN and Inf as it loads. Norm weights, the router's correction
+// bias and K3's small parameters are widened to fp32 vectors.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
-#include "cpu/weight_view.hpp"
-#include "io/aligned_buffer.hpp"
+#include "backend/backend.hpp"
 #include "weights/weight_index.hpp"
 
 namespace deltafin {
 
 struct SpineMatrix {
-  AlignedBuffer data;
-  AlignedBuffer scales;
-  WeightView view;
-  uint64_t bytes() const { return data.size() + scales.size(); }
+  std::unique_ptr<Buffer> data, scales;
+  Weight weight;
+  uint64_t bytes() const { return data->bytes() + (scales ? scales->bytes() : 0); }
 };
 
-// Reads `name` [rows, cols]; throws (naming file and tensor) when absent or inconsistent.
-SpineMatrix load_spine_matrix(const WeightIndex& index, const std::string& name, int64_t rows, int64_t cols);
+// An fp32 vector as a [1, n] tensor (tensor.buffer is nullptr when absent).
+struct SpineVector {
+  std::unique_ptr<Buffer> buffer;
+  Tensor tensor;
+};
 
-// Reads a float vector of n elements and widens it to fp32.
-std::vector<float> load_spine_vector(const WeightIndex& index, const std::string& name, int64_t n);
-// Reads a float tensor whose shape is one of `shapes` and widens all its elements to fp32.
-std::vector<float> load_spine_floats(const WeightIndex& index, const std::string& name,
-                                     const std::vector<std::vector<int64_t>>& shapes);
+// Loads a model's spine into one backend, counting the bytes it holds.
+class SpineLoader {
+ public:
+  SpineLoader(Backend& backend, const WeightIndex& index) : backend_(backend), index_(index) {}
+
+  // `name` [rows, cols] (".weight" and scales added as the format needs); throws naming file
+  // and tensor when absent or inconsistent.
+  SpineMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
+  // A float vector of n elements.
+  SpineVector vector(const std::string& name, int64_t n) { return upload(floats(name, {{n}})); }
+  // A float tensor whose shape is one of `shapes`, widened to fp32 on the host (for parameters
+  // the loader combines before upload).
+  std::vector<float> floats(const std::string& name, const std::vector<std::vector<int64_t>>& shapes) const;
+  SpineVector upload(const std::vector<float>& values);
+
+  uint64_t bytes() const { return bytes_; }
+  const WeightIndex& index() const { return index_; }
+
+ private:
+  std::unique_ptr<Buffer> read(const TensorRef& ref);
+
+  Backend& backend_;
+  const WeightIndex& index_;
+  uint64_t bytes_ = 0;
+};
 
 }  // namespace deltafin

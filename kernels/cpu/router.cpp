@@ -1,12 +1,12 @@
 // route_token (see router.hpp).
-#include "model/router.hpp"
+#include "cpu/router.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
-namespace deltafin {
+namespace deltafin::cpu {
 namespace {
 
 // Indices of the k largest values of v among `allowed` (ties: lower index first).
@@ -52,4 +52,4 @@ void route_token(const RouterSpec& c, const float* logits, const float* bias, in
   }
 }
 
-}  // namespace deltafin
+}  // namespace deltafin::cpu

@@ -6,20 +6,13 @@
 
 #include <cstdint>
 
-namespace deltafin {
+#include "op_params.hpp"
 
-struct RouterSpec {
-  int64_t experts = 0;
-  int64_t top_k = 0;
-  int64_t n_group = 1;
-  int64_t topk_group = 1;
-  bool renormalize = true;
-  float scaling = 1.0f;
-};
+namespace deltafin::cpu {
 
 // logits [experts] (x . gate^T in fp32), bias [experts] or nullptr.
 // Writes top_k expert ids in ascending order to `chosen` and their weights to `weights`.
 // Deterministic: equal scores go to the lower index.
 void route_token(const RouterSpec& spec, const float* logits, const float* bias, int32_t* chosen, float* weights);
 
-}  // namespace deltafin
+}  // namespace deltafin::cpu

@@ -1,0 +1,49 @@
+// The blocks both model families build their passes from, in backend ops only:
+//   Mlp   gate/up projections, the gated activation, the down projection (dense layers, shared
+//         experts);
+//   Mla   multi-head latent attention: q (through q-LoRA or a direct q_proj), the latent kv row
+//         normalised into the cache with its shared key part (rotated by RoPE where the family
+//         has it), absorbed attention over the cache, an optional sigmoid output gate, o_proj.
+// Activations: x [n, hidden] in, out [n, hidden] out; temporaries come from the pass's Scratch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "backend/scratch.hpp"
+#include "model/kv_cache.hpp"
+#include "model/spine.hpp"
+
+namespace deltafin {
+
+struct Mlp {
+  SpineMatrix gate, up, down;
+};
+
+// prefix + "gate_proj", "up_proj" [width, hidden] and "down_proj" [hidden, width].
+Mlp load_mlp(SpineLoader& loader, const std::string& prefix, int64_t width, int64_t hidden);
+void run_mlp(Backend& backend, Scratch& scratch, const Mlp& mlp, const GatedActivation& act, const Tensor& x,
+             const Tensor& out);
+
+struct MlaSpec {
+  MlaShape shape;              // heads, nope, rope, v, kv_lora, softmax scale
+  int64_t hidden = 0;
+  int64_t q_lora = 0;          // 0: a direct q_proj
+  float norm_eps = 1e-6f;      // q_a_layernorm / kv_a_layernorm
+  bool output_gate = false;    // K3: attn *= sigmoid(g_proj x)
+  const Tensor* inv_freq = nullptr;  // RoPE frequencies [1, rope / 2] (nullptr: no rotation)
+  float attention_factor = 1.0f;
+};
+
+struct MlaWeights {
+  SpineMatrix q_a, q_b, q_proj, kv_a, kv_b, g, o;
+  SpineVector q_a_norm, kv_a_norm;
+};
+
+MlaWeights load_mla(SpineLoader& loader, const std::string& prefix, const MlaSpec& spec);
+// Appends positions [start, start + n) to the cache's `layer` and attends over it.
+void run_mla(Backend& backend, Scratch& scratch, const MlaSpec& spec, const MlaWeights& w, LatentKvCache& cache,
+             int64_t layer, const Tensor& x, int64_t start, const Tensor& out);
+
+}  // namespace deltafin

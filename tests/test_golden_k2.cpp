@@ -15,6 +15,10 @@ using namespace deltafin;
 
 namespace {
 
+// max|Δ| / max|ref| per row against transformers (float32): measured at most 1.6e-6 over every
+// fixture, hidden row and SIMD target (the exactness policy in docs/ARCHITECTURE.md).
+constexpr double kTolerance = 1e-5;
+
 void check_against_transformers(const std::string& name) {
   const std::string dir = test::fixture(name);
   const test::Golden golden = test::read_golden(dir);
@@ -41,12 +45,12 @@ void check_against_transformers(const std::string& name) {
       worst = std::max(worst, test::relative_error(x + t * h, ref_hidden.data.data() + (layer * n + t) * h, h));
     INFO(name << ": hidden state entering layer " << layer << " (" << model.config().num_hidden_layers
               << " = final norm), worst relative error " << worst);
-    CHECK(worst <= 1e-3);
+    CHECK(worst <= kTolerance);
   });
   for (int64_t t = 0; t < n; ++t) {
     const double err = test::relative_error(logits.data() + t * vocab, ref_logits.data.data() + t * vocab, vocab);
     INFO(name << ": position " << t << " max|logit - ref| / max|ref| = " << err);
-    CHECK(err <= 1e-3);
+    CHECK(err <= kTolerance);
   }
 }
 

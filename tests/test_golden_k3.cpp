@@ -40,6 +40,11 @@ struct K3Fixture {
   }
 };
 
+// max|Δ| / max|ref| per row against Moonshot's release code (float32, pure-torch KDA): measured
+// at most 3.2e-4 on hidden rows (the reference's own chunked and recurrent KDA paths disagree by
+// 2.8e-4) and 9e-5 on logits, over both fixtures and every SIMD target.
+constexpr double kHiddenTolerance = 6e-4, kLogitTolerance = 3e-4;
+
 void check_against_reference(const std::string& name) {
   const std::string dir = test::fixture(name);
   const test::Golden golden = test::read_golden(dir);
@@ -57,12 +62,12 @@ void check_against_reference(const std::string& name) {
     for (int64_t t = 0; t < m; ++t)
       worst = std::max(worst, test::relative_error(x + t * h, ref_hidden.data.data() + (row * n + t) * h, h));
     INFO(name << ": hidden row " << row << " (0 embedding, l+1 layer l, then output mix, final norm): worst " << worst);
-    CHECK(worst <= 1e-3);
+    CHECK(worst <= kHiddenTolerance);
   });
   for (int64_t t = 0; t < n; ++t) {
     const double err = test::relative_error(logits.data() + t * vocab, ref_logits.data.data() + t * vocab, vocab);
     INFO(name << ": position " << t << " max|logit - ref| / max|ref| = " << err);
-    CHECK(err <= 1e-3);
+    CHECK(err <= kLogitTolerance);
   }
   // Greedy continuation, token by token from the prompt, equals the reference's.
   K3State decode = f.model->new_state();

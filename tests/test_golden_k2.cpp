@@ -31,7 +31,7 @@ void check_against_transformers(const std::string& name) {
   const ExpertTable experts = k2_expert_table(*index, config);
   auto backend = make_cpu_backend(2);
   auto reader = ExpertReader::from_shards(*index, experts, {});
-  ExpertStore store(*index, experts, *reader, 1 << 20);
+  ExpertStore store(*backend, *index, experts, *reader, 1 << 20);
   K2Model model(*index, config, *backend, store);
   const int64_t n = static_cast<int64_t>(ids.size()), vocab = model.config().vocab_size, h = model.config().hidden_size;
   REQUIRE(ref_logits.shape == std::vector<int64_t>{n, vocab});

@@ -35,7 +35,7 @@ struct K3Fixture {
     experts = std::make_unique<ExpertTable>(k3_expert_table(*index, config));
     backend = make_cpu_backend(threads);
     reader = ExpertReader::from_shards(*index, *experts, {});
-    store = std::make_unique<ExpertStore>(*index, *experts, *reader, cache_bytes);
+    store = std::make_unique<ExpertStore>(*backend, *index, *experts, *reader, cache_bytes);
     model = std::make_unique<K3Model>(*index, config, *backend, *store);
   }
 };

@@ -394,13 +394,14 @@ TEST_CASE("reader: a drive that starts failing mid-run falls back to its replica
   auto placed = ExpertReader::from_placement(m, mirrored, *index, experts, options);
   auto shards = ExpertReader::from_shards(*index, experts, options);
   fs::resize_file(m.drives[0], 4096);  // after opening: every read past the first page is short
-  ExpertStore from_drives(*index, experts, *placed, 1 << 20), from_shards(*index, experts, *shards, 1 << 20);
+  auto backend = make_cpu_backend(1);
+  ExpertStore from_drives(*backend, *index, experts, *placed, 1 << 20), from_shards(*backend, *index, experts, *shards, 1 << 20);
   for (int32_t e = 0; e < experts.experts(); ++e) {
     from_drives.request(1, std::span(&e, 1));
     from_shards.request(1, std::span(&e, 1));
     const ExpertHandle a = from_drives.acquire(1, e), c = from_shards.acquire(1, e);
     REQUIRE(a->bytes == c->bytes);
-    CHECK(std::memcmp(a->storage.data(), c->storage.data(), a->bytes) == 0);
+    CHECK(std::memcmp(a->record, c->record, a->bytes) == 0);
   }
   const auto drives = placed->drive_stats();
   CHECK(drives[0].failed);
@@ -431,7 +432,8 @@ TEST_CASE("store: demoted experts are evicted first", "[placement]") {
   const ExpertTable experts = load_expert_table(dir, *index);
   auto reader = ExpertReader::from_shards(*index, experts, {});
   const uint64_t one = reader->buffer_bytes(1, 0);
-  ExpertStore store(*index, experts, *reader, 2 * one);  // room for two experts
+  auto backend = make_cpu_backend(1);
+  ExpertStore store(*backend, *index, experts, *reader, 2 * one);  // room for two experts
   const int32_t a = 0, c = 1, d = 2;
   for (int32_t e : {a, c}) {
     store.request(1, std::span(&e, 1));

@@ -72,6 +72,10 @@ class Backend {
 
   // --- memory ---------------------------------------------------------------------------
   virtual std::unique_ptr<Buffer> allocate(uint64_t bytes) = 0;
+  // The expert slot pool, allocated once: 2 MiB-aligned memory the host writes (O_DIRECT reads
+  // land in it) and ops read. CPU: host memory; Metal: one shared-storage buffer; CUDA: pinned
+  // host slots behind device slots.
+  virtual std::unique_ptr<Buffer> allocate_slots(uint64_t bytes) = 0;
   virtual std::unique_ptr<Buffer> wrap(std::byte* host, uint64_t bytes) = 0;  // memory outlives the buffer
   virtual void upload(const void* src, Buffer& dst, uint64_t offset, uint64_t bytes) = 0;
   virtual void download(const Tensor& src, void* dst) = 0;  // dst [rows, cols], dense

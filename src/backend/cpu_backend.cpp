@@ -45,6 +45,9 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Buffer> allocate(uint64_t bytes) override {
     return std::make_unique<HostBuffer>(AlignedBuffer(std::max<uint64_t>(bytes, 1)));
   }
+  std::unique_ptr<Buffer> allocate_slots(uint64_t bytes) override {
+    return std::make_unique<HostBuffer>(AlignedBuffer(std::max<uint64_t>(bytes, 1), 2 << 20));
+  }
   std::unique_ptr<Buffer> wrap(std::byte* host, uint64_t bytes) override { return std::make_unique<HostBuffer>(host, bytes); }
   void upload(const void* src, Buffer& dst, uint64_t offset, uint64_t bytes) override {
     std::memcpy(dst.host() + offset, src, bytes);

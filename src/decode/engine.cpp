@@ -73,12 +73,13 @@ struct MemoryPlan {
   uint64_t experts = 0;    // every routed expert record at once
 };
 
+// Every expert in a slot of the pool at once (slots: the largest record, 4 KiB-aligned).
 uint64_t all_experts_bytes(const ExpertReader& reader, const ExpertTable& experts) {
-  uint64_t total = 0;
+  uint64_t largest = 0, records = 0;
   for (int64_t layer = 0; layer < experts.layers(); ++layer)
     if (experts.has(layer))
-      for (int64_t e = 0; e < experts.experts(); ++e) total += round_up(reader.buffer_bytes(layer, e), AlignedBuffer::kAlignment);
-  return total;
+      for (int64_t e = 0; e < experts.experts(); ++e) largest = std::max(largest, reader.buffer_bytes(layer, e)), ++records;
+  return records * round_up(largest, AlignedBuffer::kAlignment);
 }
 
 // The expert budget: at most what every expert takes at once (more is never used). The spine,
@@ -239,7 +240,7 @@ class ModelEngine final : public Engine {
         experts_(F::experts(*index_, config_)),
         backend_(make_cpu_backend(o.threads)),
         reader_(open_reader(o, *index_, experts_, expert_source_)),
-        store_(*index_, experts_, *reader_,
+        store_(*backend_, *index_, experts_, *reader_,
                fitting_budget(o, {F::bytes(config_).spine, planned_state_bytes(config_, planned_positions(o, config_)),
                                   planned_positions(o, config_), all_experts_bytes(*reader_, experts_)})),
         model_(*index_, config_, *backend_, store_) {

@@ -13,10 +13,11 @@ class AlignedBuffer {
   static constexpr size_t kAlignment = 4096;
 
   AlignedBuffer() = default;
-  explicit AlignedBuffer(size_t size) : size_(size) {
+  // `alignment`: a power of two, at least kAlignment.
+  explicit AlignedBuffer(size_t size, size_t alignment = kAlignment) : size_(size) {
     if (size == 0) return;
-    const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, rounded);
+    const size_t rounded = (size + alignment - 1) / alignment * alignment;
+    void* p = std::aligned_alloc(alignment, rounded);
     if (!p) throw std::bad_alloc();
     data_.reset(static_cast<std::byte*>(p));
   }

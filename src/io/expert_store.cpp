@@ -10,10 +10,10 @@
 
 namespace deltafin {
 
-ExpertStore::ExpertStore(const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader,
+ExpertStore::ExpertStore(Backend& backend, const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader,
                          uint64_t budget_bytes)
     : index_(index), experts_(experts), reader_(reader), budget_(budget_bytes), layers_(experts.layers()) {
-  uint64_t largest = 0;
+  uint64_t largest = 0, records = 0;
   usage_.resize(layers_);
   for (int64_t layer = 0; layer < layers_; ++layer) {
     if (!experts.has(layer)) continue;
@@ -21,11 +21,20 @@ ExpertStore::ExpertStore(const WeightIndex& index, const ExpertTable& experts, E
     for (int64_t e = 0; e < experts.experts(); ++e) {
       largest = std::max(largest, reader.buffer_bytes(layer, e));
       total_ += round_up(reader.buffer_bytes(layer, e), AlignedBuffer::kAlignment);
+      ++records;
     }
   }
   if (budget_ < largest)
     fail("--cache-gb {:g} cannot hold one expert ({}); all expert memory lives in this budget, so it must be at "
          "least --cache-gb {:.9g}", budget_ / 1e9, human_bytes(largest), largest / 1e9);
+  const uint64_t slot = round_up(std::max<uint64_t>(largest, 1), AlignedBuffer::kAlignment);
+  // As many slots as the budget holds, at most one per expert.
+  const uint64_t count = std::max<uint64_t>(1, std::min(budget_ / slot, records));
+  try {
+    pool_ = std::make_unique<SlotPool>(backend, slot, count);
+  } catch (const std::bad_alloc&) {
+    fail("out of memory allocating the expert slot pool ({} slots of {}); try a smaller --cache-gb", count, human_bytes(slot));
+  }
 }
 
 ExpertStore::~ExpertStore() {
@@ -41,6 +50,7 @@ uint64_t ExpertStore::next_use(const Entry& e) const {
 void ExpertStore::evict(Key k) {
   auto it = entries_.find(k);
   used_bytes_ -= it->second.weights->resident_bytes;
+  pool_->give(it->second.weights->slot);
   entries_.erase(it);
 }
 
@@ -65,15 +75,13 @@ bool ExpertStore::make_room(uint64_t bytes, uint64_t limit) {
 void ExpertStore::start_read(Entry& e, bool urgent) {
   const uint64_t bytes = reader_.buffer_bytes(e.layer, e.expert);
   auto w = std::make_shared<ExpertWeights>();
-  try {
-    w->storage = AlignedBuffer(bytes);
-  } catch (const std::bad_alloc&) {
-    fail("out of memory for expert {}/{} (layer/expert, {:.3f} MB) with {:.3f} GB of experts held; try a smaller --cache-gb",
-         e.layer, e.expert, bytes / 1e6, used_bytes_ / 1e9);
-  }
+  w->slot = pool_->take();
+  if (w->slot < 0 || bytes > pool_->slot_bytes()) fail("expert {}/{}: no free slot in the pool (budget accounting)", e.layer, e.expert);
+  w->offset = pool_->offset(w->slot);
+  w->record = pool_->host(w->slot);
   w->bytes = reader_.layout(e.layer, e.expert).payload;
-  w->resident_bytes = round_up(bytes, AlignedBuffer::kAlignment);
-  w->proj = record_views(experts_.at(e.layer, e.expert), reader_.layout(e.layer, e.expert), w->storage.data());
+  w->resident_bytes = pool_->slot_bytes();
+  w->proj = record_views(experts_.at(e.layer, e.expert), reader_.layout(e.layer, e.expert), w->record);
   e.weights = w;
   e.state = State::Reading;
   used_bytes_ += w->resident_bytes;
@@ -83,7 +91,7 @@ void ExpertStore::start_read(Entry& e, bool urgent) {
   e.read_pass = pass_;
   ++reads_in_flight_;
   const Key k = key(e.layer, e.expert);
-  reader_.read(e.layer, e.expert, w->storage.data(), urgent, [this, k, w](std::exception_ptr error) {
+  reader_.read(e.layer, e.expert, pool_->host(w->slot), urgent, [this, k, w](std::exception_ptr error) {
     if (!error) error = check_finite(k, *w);
     std::lock_guard lock(mutex_);
     Entry& done = entries_.at(k);
@@ -91,6 +99,7 @@ void ExpertStore::start_read(Entry& e, bool urgent) {
     if (done.prefetch_read) prefetch_in_flight_ -= w->resident_bytes, done.prefetch_read = false;
     if (error) {
       used_bytes_ -= w->resident_bytes;
+      pool_->give(w->slot);
       done.weights.reset();
       if (done.prefetched && !done.wanted) entries_.erase(k);  // a failed guess: a demand read retries
       else done.state = State::Failed, done.error = error;
@@ -120,7 +129,7 @@ void ExpertStore::issue_queued() {
   size_t started = 0;
   while (started < queued_.size()) {
     Entry& e = entries_.at(queued_[started]);
-    if (!make_room(reader_.buffer_bytes(e.layer, e.expert), 0)) break;
+    if (!make_room(pool_->slot_bytes(), 0)) break;
     start_read(e, true);
     ++started;
   }
@@ -169,7 +178,7 @@ void ExpertStore::prefetch(int64_t layer, std::span<const int32_t> experts, uint
   for (int32_t expert : experts) {
     const Key k = key(layer, expert);
     if (entries_.count(k)) continue;
-    const uint64_t bytes = round_up(reader_.buffer_bytes(layer, expert), AlignedBuffer::kAlignment);
+    const uint64_t bytes = pool_->slot_bytes();
     if (prefetch_in_flight_ + bytes > byte_cap) break;
     Entry probe;
     probe.layer = layer;

@@ -2,7 +2,9 @@
 // memory (cached, being read, in use) lives inside one byte budget that is never exceeded.
 //   request(layer, experts): the union a pass needs, ascending; reads of the misses start at once
 //     (as far as the budget allows; the rest start as room frees, in the same order).
-//   acquire(layer, expert): waits for that expert and pins it while the handle lives.
+//   acquire(layer, expert): waits for that expert and pins it while the handle lives (the
+//     backend holds the handle until the commands reading the expert have completed).
+// Memory: one slot pool (io/slot_pool.hpp) of budget / slot bytes slots; reads land in the slots.
 //   prefetch(layer, experts, cap): speculative reads (router lookahead) that only take room from
 //     experts needed later than the prefetched ones.
 //   demote(layer, experts): experts only rejected drafts used go to the cold end.
@@ -23,15 +25,19 @@
 #include "cpu/weight_view.hpp"
 #include "io/aligned_buffer.hpp"
 #include "io/expert_reader.hpp"
+#include "io/slot_pool.hpp"
 #include "weights/expert_table.hpp"
 
 namespace deltafin {
 
+// An expert held in a slot of the pool.
 struct ExpertWeights {
-  AlignedBuffer storage;                // the record: all three projections and their scales
-  std::array<WeightView, 3> proj;       // gate [inter, hidden], up [inter, hidden], down [hidden, inter]
+  int64_t slot = -1;
+  uint64_t offset = 0;                  // bytes into the pool's buffer where the record starts
+  const std::byte* record = nullptr;    // the record on the host (all three projections and scales)
+  std::array<WeightView, 3> proj;       // host views: gate [inter, hidden], up [inter, hidden], down [hidden, inter]
   uint64_t bytes = 0;                   // tensor bytes (the record's payload)
-  uint64_t resident_bytes = 0;          // memory held (what the budget counts)
+  uint64_t resident_bytes = 0;          // memory held (one slot: what the budget counts)
 };
 
 using ExpertHandle = std::shared_ptr<const ExpertWeights>;
@@ -51,9 +57,10 @@ struct ExpertStoreStats {
 
 class ExpertStore {
  public:
-  // Throws when the budget cannot hold the largest expert.
-  // `index` names shards in error messages.
-  ExpertStore(const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader, uint64_t budget_bytes);
+  // Takes budget_bytes / slot bytes slots from `backend` (the slot pool, allocated once); throws
+  // when the budget cannot hold the largest expert. `index` names shards in error messages.
+  ExpertStore(Backend& backend, const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader,
+              uint64_t budget_bytes);
   ~ExpertStore();  // waits for reads in flight
 
   void begin_pass();
@@ -68,6 +75,8 @@ class ExpertStore {
 
   ExpertStoreStats stats() const;
   uint64_t budget_bytes() const { return budget_; }
+  // The pool's buffer: an expert's weights lie at ExpertWeights::offset in it.
+  Buffer& pool_buffer() const { return pool_->buffer(); }
   // Memory every routed expert would take at once (a budget beyond it is never used).
   uint64_t total_expert_bytes() const { return total_; }
   // Requests per (layer, expert) so far: [layer][expert] (empty rows for dense layers).
@@ -107,6 +116,7 @@ class ExpertStore {
   ExpertReader& reader_;
   uint64_t budget_;
   uint64_t total_ = 0;  // every expert record resident
+  std::unique_ptr<SlotPool> pool_;
   int64_t layers_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;   // a read completed or a pin was released

@@ -13,33 +13,28 @@ std::vector<int32_t> download_ids(Backend& backend, const Tensor& ids) {
   return host;
 }
 
-// Experts of the store as the backend's ops take them: the record wrapped in a backend buffer
-// (no copy on the CPU), pinned until the backend lets go of the pin.
+// Experts of the store as the backend's ops take them: weights in the slot pool's buffer where
+// the read landed, pinned (the store's handle) until the backend lets go of the pin.
 class StoreSource final : public ExpertSource {
  public:
-  StoreSource(Backend& backend, ExpertStore& store, int64_t layer) : backend_(backend), store_(store), layer_(layer) {}
+  StoreSource(ExpertStore& store, int64_t layer) : store_(store), layer_(layer) {}
 
   Resident acquire(int32_t expert) override {
     ExpertHandle handle = store_.acquire(layer_, expert);
-    auto* storage = const_cast<std::byte*>(handle->storage.data());
-    struct Pin {
-      ExpertHandle handle;
-      std::unique_ptr<Buffer> buffer;
+    Buffer& pool = store_.pool_buffer();
+    const auto offset = [&](const void* at) {
+      return handle->offset + static_cast<uint64_t>(static_cast<const std::byte*>(at) - handle->record);
     };
-    auto pin = std::make_shared<Pin>(Pin{handle, backend_.wrap(storage, handle->storage.size())});
     Resident r;
     for (int p = 0; p < 3; ++p) {
       const WeightView& v = handle->proj[p];
-      const auto offset = [&](const void* at) { return static_cast<uint64_t>(static_cast<const std::byte*>(at) - storage); };
-      r.proj[p] = {v.format, v.rows, v.cols, pin->buffer.get(), offset(v.data), v.scales ? pin->buffer.get() : nullptr,
-                   v.scales ? offset(v.scales) : 0};
+      r.proj[p] = {v.format, v.rows, v.cols, &pool, offset(v.data), v.scales ? &pool : nullptr, v.scales ? offset(v.scales) : 0};
     }
-    r.pin = std::move(pin);
+    r.pin = std::move(handle);
     return r;
   }
 
  private:
-  Backend& backend_;
   ExpertStore& store_;
   int64_t layer_;
 };
@@ -80,7 +75,7 @@ Routing route_and_request(Backend& backend, Scratch& scratch, ExpertStore& store
 
 void run_routed(Backend& backend, ExpertStore& store, const Routing& routing, const Tensor& x, int64_t width,
                 const GatedActivation& act, const Tensor& out) {
-  StoreSource source(backend, store, routing.layer);
+  StoreSource source(store, routing.layer);
   backend.routed_experts(x, routing.ids, routing.weights, routing.experts, source, width, act, out);
 }
 

@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "util/error.hpp"
+#include "util/json_string.hpp"
 #include "util/memory.hpp"
 
 namespace deltafin::cli {
@@ -20,16 +21,6 @@ constexpr double kGB = 1e9;
 uint64_t ids_hash(const std::vector<int32_t>& ids) { return XXH3_64bits(ids.data(), ids.size() * sizeof(int32_t)); }
 
 double rate(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-    else if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-    else out += static_cast<char>(c);
-  }
-  return out + "\"";
-}
 
 }  // namespace
 

@@ -20,7 +20,6 @@ ExpertStore::ExpertStore(Backend& backend, const WeightIndex& index, const Exper
     usage_[layer].assign(experts.experts(), 0);
     for (int64_t e = 0; e < experts.experts(); ++e) {
       largest = std::max(largest, reader.buffer_bytes(layer, e));
-      total_ += round_up(reader.buffer_bytes(layer, e), AlignedBuffer::kAlignment);
       ++records;
     }
   }
@@ -28,6 +27,7 @@ ExpertStore::ExpertStore(Backend& backend, const WeightIndex& index, const Exper
     fail("--cache-gb {:g} cannot hold one expert ({}); all expert memory lives in this budget, so it must be at "
          "least --cache-gb {:.9g}", budget_ / 1e9, human_bytes(largest), largest / 1e9);
   const uint64_t slot = round_up(std::max<uint64_t>(largest, 1), AlignedBuffer::kAlignment);
+  total_ = records * slot;
   // As many slots as the budget holds, at most one per expert.
   const uint64_t count = std::max<uint64_t>(1, std::min(budget_ / slot, records));
   try {

@@ -115,7 +115,7 @@ class ExpertStore {
   const ExpertTable& experts_;
   ExpertReader& reader_;
   uint64_t budget_;
-  uint64_t total_ = 0;  // every expert record resident
+  uint64_t total_ = 0;  // every expert in a slot at once
   std::unique_ptr<SlotPool> pool_;
   int64_t layers_;
   mutable std::mutex mutex_;

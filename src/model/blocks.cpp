@@ -1,7 +1,25 @@
 // Mlp and Mla blocks (see blocks.hpp).
 #include "model/blocks.hpp"
 
+#include "util/error.hpp"
+
 namespace deltafin {
+
+Tensor upload_tokens(Backend& backend, Scratch& scratch, const int32_t* tokens, int64_t n, int64_t vocab) {
+  for (int64_t t = 0; t < n; ++t)
+    if (tokens[t] < 0 || tokens[t] >= vocab) fail("token id {} is outside the vocabulary (0..{})", tokens[t], vocab - 1);
+  const Tensor ids = scratch.take(n, 1, Elem::I32);
+  backend.upload(tokens, *ids.buffer, ids.offset, 4 * static_cast<uint64_t>(n));
+  return ids;
+}
+
+void project_logits(Backend& backend, Scratch& scratch, const Weight& lm_head, const Tensor& normed, bool all_logits,
+                    float* logits) {
+  const int64_t first = all_logits ? 0 : normed.rows - 1;
+  const Tensor out = scratch.take(normed.rows - first, lm_head.rows);  // [rows, vocab]
+  backend.matmul(lm_head, normed.row_range(first, normed.rows - first), out);
+  backend.download(out, logits);
+}
 
 Mlp load_mlp(SpineLoader& loader, const std::string& prefix, int64_t width, int64_t hidden) {
   return {loader.matrix(prefix + "gate_proj", width, hidden), loader.matrix(prefix + "up_proj", width, hidden),

@@ -4,6 +4,7 @@
 //   Mla   multi-head latent attention: q (through q-LoRA or a direct q_proj), the latent kv row
 //         normalised into the cache with its shared key part (rotated by RoPE where the family
 //         has it), absorbed attention over the cache, an optional sigmoid output gate, o_proj.
+// and the pass's ends: the token ids going up, the logits coming back.
 // Activations: x [n, hidden] in, out [n, hidden] out; temporaries come from the pass's Scratch.
 #pragma once
 
@@ -16,6 +17,12 @@
 #include "model/spine.hpp"
 
 namespace deltafin {
+
+// The pass's token ids [n, 1] on the backend; throws naming an id outside [0, vocab).
+Tensor upload_tokens(Backend& backend, Scratch& scratch, const int32_t* tokens, int64_t n, int64_t vocab);
+// lm_head over the normed rows (all of them, or the last) into host logits [rows, vocab].
+void project_logits(Backend& backend, Scratch& scratch, const Weight& lm_head, const Tensor& normed, bool all_logits,
+                    float* logits);
 
 struct Mlp {
   SpineMatrix gate, up, down;

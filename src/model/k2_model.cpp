@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "model/rope.hpp"
-#include "util/error.hpp"
 
 namespace deltafin {
 namespace {
@@ -83,8 +82,6 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
                       bool all_logits, const LayerObserver& observer) {
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size;
-  for (int64_t t = 0; t < n; ++t)
-    if (tokens[t] < 0 || tokens[t] >= c.vocab_size) fail("token id {} is outside the vocabulary (0..{})", tokens[t], c.vocab_size - 1);
   cache.reserve(start + n);
   experts_.begin_pass();
   lookahead_.begin_pass(experts_);
@@ -96,8 +93,7 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
     backend_.download(t, seen.data());
     observer(layer, seen.data(), n);
   };
-  const Tensor ids = scratch_.take(n, 1, Elem::I32);
-  backend_.upload(tokens, *ids.buffer, ids.offset, 4 * n);
+  const Tensor ids = upload_tokens(backend_, scratch_, tokens, n, c.vocab_size);
   const Tensor x = scratch_.take(n, h), normed = scratch_.take(n, h), delta = scratch_.take(n, h);  // [n, hidden]
   backend_.embed(embed_.weight, ids, x);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -115,10 +111,7 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
   }
   backend_.rmsnorm(x, final_norm_.tensor, c.rms_norm_eps, normed);
   observe(c.num_hidden_layers, normed);
-  const int64_t first = all_logits ? 0 : n - 1;
-  const Tensor out = scratch_.take(n - first, c.vocab_size);  // [n - first, vocab]
-  backend_.matmul(lm_head_.weight, normed.row_range(first, n - first), out);
-  backend_.download(out, logits);
+  project_logits(backend_, scratch_, lm_head_.weight, normed, all_logits, logits);
   ++stats_.passes;
   stats_.positions += n;
 }

@@ -5,7 +5,6 @@
 
 #include <cmath>
 
-#include "util/error.hpp"
 
 namespace deltafin {
 namespace {
@@ -188,9 +187,6 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
                       const K3Observer& observer) {
   const K3Config& c = config_;
   const int64_t h = c.hidden_size;
-  for (int64_t t = 0; t < n; ++t)
-    if (tokens[t] < 0 || tokens[t] >= c.vocab_size)
-      fail("token id {} is outside the vocabulary (0..{})", tokens[t], c.vocab_size - 1);
   state.mla.reserve(start + n);
   experts_.begin_pass();
   lookahead_.begin_pass(experts_);
@@ -202,8 +198,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
     backend_.download(t, seen.data());
     observer(row, seen.data(), n);
   };
-  const Tensor ids = scratch_.take(n, 1, Elem::I32);
-  backend_.upload(tokens, *ids.buffer, ids.offset, 4 * n);
+  const Tensor ids = upload_tokens(backend_, scratch_, tokens, n, c.vocab_size);
   // Attention Residuals: `blocks` are the sealed snapshots, `partial` the running block sum.
   std::vector<Tensor> blocks((c.num_hidden_layers + c.attn_res_block_size - 1) / c.attn_res_block_size);
   for (Tensor& b : blocks) b = scratch_.take(n, h);
@@ -240,10 +235,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   observe(c.num_hidden_layers + 1, mixed);
   backend_.rmsnorm(mixed, final_norm_.tensor, c.rms_norm_eps, normed);
   observe(c.num_hidden_layers + 2, normed);
-  const int64_t first = all_logits ? 0 : n - 1;
-  const Tensor out = scratch_.take(n - first, c.vocab_size);  // [n - first, vocab]
-  backend_.matmul(lm_head_.weight, normed.row_range(first, n - first), out);
-  backend_.download(out, logits);
+  project_logits(backend_, scratch_, lm_head_.weight, normed, all_logits, logits);
   ++stats_.passes;
   stats_.positions += n;
 }

@@ -11,13 +11,17 @@
 namespace deltafin {
 namespace {
 
+[[noreturn]] void out_of_memory(const TensorInfo& t) {
+  fail("out of memory loading the spine: tensor '{}' needs {:.3f} GB more (the machine's memory, or a ulimit -v)", t.name,
+       t.nbytes / 1e9);
+}
+
 // Host memory for a tensor; running out of memory names the tensor.
 AlignedBuffer host_buffer(const TensorInfo& t) {
   try {
     return AlignedBuffer(t.nbytes);
   } catch (const std::bad_alloc&) {
-    fail("out of memory loading the spine: tensor '{}' needs {:.3f} GB more (the machine's memory, or a ulimit -v)",
-         t.name, t.nbytes / 1e9);
+    out_of_memory(t);
   }
 }
 
@@ -28,8 +32,7 @@ std::unique_ptr<Buffer> SpineLoader::read(const TensorRef& ref) {
   try {
     buffer = backend_.allocate(ref.info->nbytes);
   } catch (const std::bad_alloc&) {
-    fail("out of memory loading the spine: tensor '{}' needs {:.3f} GB more (the machine's memory, or a ulimit -v)",
-         ref.info->name, ref.info->nbytes / 1e9);
+    out_of_memory(*ref.info);
   }
   if (buffer->host()) {
     index_.read(ref, buffer->host());

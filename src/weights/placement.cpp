@@ -16,6 +16,7 @@
 #include "io/expert_record.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
+#include "util/json_string.hpp"
 
 namespace deltafin {
 namespace {
@@ -42,17 +43,6 @@ uint64_t unsigned_at(array a, size_t i, uint64_t limit, const std::string& path,
   if (a.at(i).get_uint64().get(v) != simdjson::SUCCESS || v >= limit)
     fail("{}: record {}: {} must be an integer below {}", path, record, what, limit);
   return v;
-}
-
-// A path as a JSON string: quotes, backslashes and control characters escaped.
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-    else if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-    else out += static_cast<char>(c);
-  }
-  return out + '"';
 }
 
 // An mtime as UTC "2026-12-03 08:21:04.123456789".

@@ -14,7 +14,7 @@
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
 #include "io/placer.hpp"
-#include "model/model_experts.hpp"
+#include "model/family.hpp"
 #include "test_util.hpp"
 #include "util/error.hpp"
 #include "weights/placement.hpp"

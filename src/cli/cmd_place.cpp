@@ -10,7 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
 #include "io/placer.hpp"
-#include "model/model_experts.hpp"
+#include "model/family.hpp"
 
 namespace deltafin::cli {
 

@@ -12,7 +12,7 @@
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
 #include "io/placer.hpp"
-#include "model/model_experts.hpp"
+#include "model/family.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 

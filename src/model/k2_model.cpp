@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "decode/model_engine.hpp"
+#include "model/family.hpp"
 #include "model/rope.hpp"
 
 namespace deltafin {
@@ -115,5 +117,62 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
   ++stats_.passes;
   stats_.positions += n;
 }
+
+// --- the family -------------------------------------------------------------------------------
+
+namespace {
+
+struct K2Traits {
+  using Config = ModelConfig;
+  using Model = K2Model;
+  using State = LatentKvCache;
+  static constexpr bool kRecurrent = false;
+  static Config load(const std::string& path) { return load_model_config(path); }
+  static ExpertTable experts(const WeightIndex& index, const Config& c) { return k2_expert_table(index, c); }
+  static State new_state(const Model& m) { return m.new_cache(); }
+  static uint64_t state_bytes(const State& s) { return s.bytes(); }
+  static std::string name(const Config& c) { return fmt::format("{} (DeepSeek-V3 architecture)", c.model_type); }
+  static int64_t vocab(const Config& c) { return c.vocab_size; }
+  static int64_t eos(const Config& c) { return c.eos_token_id; }
+  static int64_t context(const Config& c) { return c.max_position_embeddings; }
+  static ModelBytes bytes(const Config& c) { return k2_bytes_from_config(c); }
+};
+
+FamilyDescription describe_k2(const std::string& path) {
+  const ModelConfig c = load_model_config(path);
+  FamilyDescription d{{}, k2_bytes_from_config(c), c.num_hidden_layers, 0, c.n_routed_experts, c.num_experts_per_tok,
+                      c.max_position_embeddings};
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) d.moe_layers += c.is_moe_layer(l);
+  d.lines.push_back(fmt::format("architecture   {} (DeepSeek-V3 architecture){}", c.model_type,
+                                c.outer_model_type.empty() ? "" : ", wrapped in " + c.outer_model_type));
+  d.lines.push_back(fmt::format("layers         {} ({} dense, {} MoE), hidden {}, vocab {}", c.num_hidden_layers,
+                                c.num_hidden_layers - d.moe_layers, d.moe_layers, c.hidden_size, c.vocab_size));
+  d.lines.push_back(fmt::format("attention      MLA, {} heads, {}, kv_lora {}, nope {} + rope {}, v {}",
+                                c.num_attention_heads,
+                                c.q_lora_rank ? fmt::format("q_lora {}", c.q_lora_rank) : "direct q_proj",
+                                c.kv_lora_rank, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim));
+  d.lines.push_back(fmt::format("rope           theta {}, {}", c.rope.theta,
+                                c.rope.yarn ? fmt::format("YaRN factor {} over {} positions", c.rope.factor,
+                                                          c.rope.original_max_position_embeddings)
+                                            : "no scaling"));
+  d.lines.push_back(fmt::format("experts        {} routed per MoE layer, top-{}, {} shared, groups {} (top {}), width {}{}",
+                                c.n_routed_experts, c.num_experts_per_tok, c.n_shared_experts, c.n_group, c.topk_group,
+                                c.moe_intermediate_size,
+                                c.int4_experts ? ", INT4 group-32" : c.fp8_block_quantized ? ", block-FP8" : ""));
+  return d;
+}
+
+}  // namespace
+
+const Family kKimiK2Family = {
+    "kimi_k2, deepseek_v3",
+    [](std::string_view outer, std::string_view text) {
+      const std::string_view type = text.empty() ? outer : text;
+      return type == "kimi_k2" || type == "deepseek_v3";
+    },
+    describe_k2,
+    [](const std::string& path, const WeightIndex& index) { return k2_expert_table(index, load_model_config(path)); },
+    [](const EngineOptions& o) -> std::unique_ptr<Engine> { return std::make_unique<ModelEngine<K2Traits>>(o); },
+};
 
 }  // namespace deltafin

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "decode/model_engine.hpp"
+#include "model/family.hpp"
 
 namespace deltafin {
 namespace {
@@ -239,5 +241,57 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   ++stats_.passes;
   stats_.positions += n;
 }
+
+// --- the family -------------------------------------------------------------------------------
+
+namespace {
+
+struct K3Traits {
+  using Config = K3Config;
+  using Model = K3Model;
+  using State = K3State;
+  static constexpr bool kRecurrent = true;
+  static Config load(const std::string& path) { return load_k3_config(path); }
+  static ExpertTable experts(const WeightIndex& index, const Config& c) { return k3_expert_table(index, c); }
+  static State new_state(const Model& m) { return m.new_state(); }
+  static uint64_t state_bytes(const State& s) { return s.mla.bytes() + s.recurrent->bytes(); }
+  static std::string name(const Config&) { return "kimi_k3 (KDA + gated MLA hybrid)"; }
+  static int64_t vocab(const Config& c) { return c.vocab_size; }
+  static int64_t eos(const Config& c) { return c.eos_token_id; }
+  static int64_t context(const Config& c) { return c.max_position_embeddings; }
+  static ModelBytes bytes(const Config& c) { return k3_bytes_from_config(c); }
+};
+
+FamilyDescription describe_k3(const std::string& path) {
+  const K3Config c = load_k3_config(path);
+  FamilyDescription d{{}, k3_bytes_from_config(c), c.num_hidden_layers, 0, c.num_experts, c.num_experts_per_token,
+                      c.max_position_embeddings};
+  int64_t mla = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) mla += c.is_mla[l], d.moe_layers += c.is_moe_layer(l);
+  d.lines.push_back("architecture   Kimi K3 (KDA + gated MLA hybrid, attention residuals, latent MoE)");
+  d.lines.push_back(fmt::format("layers         {} ({} KDA, {} gated MLA; {} dense, {} MoE), hidden {}, vocab {}",
+                                c.num_hidden_layers, c.num_hidden_layers - mla, mla, c.num_hidden_layers - d.moe_layers,
+                                d.moe_layers, c.hidden_size, c.vocab_size));
+  d.lines.push_back(fmt::format("attention      KDA {} heads x {}, conv {}, gate bound {}; MLA {} heads, q_lora {}, kv_lora {}, no RoPE",
+                                c.kda_heads, c.kda_head_dim, c.conv_kernel, c.gate_lower_bound, c.num_attention_heads,
+                                c.q_lora_rank, c.kv_lora_rank));
+  d.lines.push_back(fmt::format("residuals      attention residuals, blocks of {} layers", c.attn_res_block_size));
+  d.lines.push_back(fmt::format("experts        {} routed per MoE layer, top-{}, latent {}, width {}, {} shared{}",
+                                c.num_experts, c.num_experts_per_token, c.latent_size, c.moe_intermediate_size,
+                                c.num_shared_experts, c.mxfp4_experts ? ", MXFP4" : ""));
+  return d;
+}
+
+}  // namespace
+
+const Family kKimiK3Family = {
+    "kimi_k3",
+    [](std::string_view outer, std::string_view text) {
+      return outer == "kimi_k3" || (text.empty() ? outer : text) == "kimi_linear";
+    },
+    describe_k3,
+    [](const std::string& path, const WeightIndex& index) { return k3_expert_table(index, load_k3_config(path)); },
+    [](const EngineOptions& o) -> std::unique_ptr<Engine> { return std::make_unique<ModelEngine<K3Traits>>(o); },
+};
 
 }  // namespace deltafin

@@ -132,4 +132,59 @@ K3Config load_k3_config(const std::string& path) {
   return parse_k3_config(read_input_file(path, "config.json", "(is this a model directory?)"), path);
 }
 
+ModelBytes k3_bytes_from_config(const K3Config& c) {
+  const uint64_t h = c.hidden_size, p = c.kda_heads * c.kda_head_dim, hd = c.kda_head_dim;
+  const uint64_t mla_heads = c.num_attention_heads;
+  ModelBytes b;
+  uint64_t params = c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) + 3 * h;  // + final norm, output AttnRes
+  uint64_t spine = 2 * params;
+  auto add = [&](uint64_t rows, uint64_t cols) { spine += stored::bf16(rows, cols); params += rows * cols; };
+  auto add_f32 = [&](uint64_t n) { spine += 4 * n; params += n; };
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    add(6, h);  // input/post norms, two AttnRes norms and projections
+    if (!c.is_mla[l]) {
+      for (int i = 0; i < 4; ++i) add(p, h);  // q, k, v, g
+      add(h, p);                              // o
+      add(hd, h);                             // f_a
+      add(p, hd);                             // f_b
+      add(c.kda_heads, h);                    // b
+      add_f32(3 * p * c.conv_kernel + p + c.kda_heads + hd);  // conv, dt_bias, A_log, o_norm
+    } else {
+      add(c.q_lora_rank, h);
+      add(mla_heads * (c.qk_nope_head_dim + c.qk_rope_head_dim), c.q_lora_rank);
+      add(c.kv_lora_rank + c.qk_rope_head_dim, h);
+      add(mla_heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+      if (c.mla_output_gate) add(mla_heads * c.v_head_dim, h);
+      add(h, mla_heads * c.v_head_dim);
+      add(1, c.q_lora_rank + c.kv_lora_rank);
+    }
+    if (!c.is_moe_layer(l)) {
+      add(2 * c.intermediate_size, h);
+      add(h, c.intermediate_size);
+      continue;
+    }
+    const uint64_t shared = c.moe_intermediate_size * c.num_shared_experts, lat = c.latent_size;
+    const uint64_t inter = c.moe_intermediate_size;
+    add(c.num_experts, h);
+    add_f32(c.num_experts);
+    add(lat, h);
+    add(h, lat);
+    add(1, lat);
+    if (shared) {
+      add(2 * shared, h);
+      add(h, shared);
+    }
+    const uint64_t expert = c.mxfp4_experts ? 2 * stored::mxfp4(inter, lat) + stored::mxfp4(lat, inter) : 3 * stored::bf16(inter, lat);
+    b.routed += c.num_experts * expert;
+    b.routed_per_token += c.num_experts_per_token * expert;
+    params += c.num_experts * 3 * inter * lat;
+  }
+  b.spine = spine;
+  b.parameters = params;
+  const uint64_t mla = std::count(c.is_mla.begin(), c.is_mla.end(), true), kda = c.num_hidden_layers - mla;
+  b.kv_per_position = mla * (c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
+  b.recurrent_state = kda * (p * hd + 3 * (c.conv_kernel - 1) * p) * sizeof(float);
+  return b;
+}
+
 }  // namespace deltafin

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "weights/model_size.hpp"
+
 namespace deltafin {
 
 struct K3Config {
@@ -64,5 +66,9 @@ struct K3Config {
 
 K3Config load_k3_config(const std::string& path);
 K3Config parse_k3_config(const std::string& json, const std::string& path);
+
+// Bytes from config.json: BF16 spine with the F32 tensors of the release (A_log, dt_bias, conv
+// weights, KDA o_norm, router bias), MXFP4 routed experts (or BF16 when unquantized).
+ModelBytes k3_bytes_from_config(const K3Config& config);
 
 }  // namespace deltafin

@@ -1,4 +1,6 @@
 // Parsing and validation of config.json (see model_config.hpp).
+#include <algorithm>
+
 #include "weights/model_config.hpp"
 
 #include <simdjson.h>
@@ -190,6 +192,54 @@ ModelConfig parse_model_config(const std::string& json, const std::string& path)
 
 ModelConfig load_model_config(const std::string& path) {
   return parse_model_config(read_input_file(path, "config.json", "(is this a model directory?)"), path);
+}
+
+ModelBytes k2_bytes_from_config(const ModelConfig& c) {
+  const uint64_t h = c.hidden_size, heads = c.num_attention_heads;
+  auto linear = [&](uint64_t rows, uint64_t cols) { return c.fp8_block_quantized ? stored::block_fp8(rows, cols) : stored::bf16(rows, cols); };
+  ModelBytes b;
+  b.spine = stored::bf16(c.vocab_size, h) * (c.tie_word_embeddings ? 1 : 2) + 2 * h;
+  b.parameters = c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) + h;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    uint64_t attn = 0, params = 0;
+    auto add = [&](uint64_t rows, uint64_t cols) { attn += linear(rows, cols); params += rows * cols; };
+    if (c.q_lora_rank > 0) {
+      add(c.q_lora_rank, h);
+      add(heads * c.qk_head_dim(), c.q_lora_rank);
+      attn += 2 * c.q_lora_rank;
+      params += c.q_lora_rank;
+    } else {
+      add(heads * c.qk_head_dim(), h);
+    }
+    add(c.kv_lora_rank + c.qk_rope_head_dim, h);
+    add(heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+    add(h, heads * c.v_head_dim);
+    attn += 2 * c.kv_lora_rank + 4 * h;  // kv_a_layernorm, two decoder norms
+    params += c.kv_lora_rank + 2 * h;
+    if (!c.is_moe_layer(l)) {
+      add(c.intermediate_size, h);
+      add(c.intermediate_size, h);
+      add(h, c.intermediate_size);
+    } else {
+      const uint64_t shared = c.moe_intermediate_size * c.n_shared_experts, inter = c.moe_intermediate_size;
+      if (shared) {
+        add(shared, h);
+        add(shared, h);
+        add(h, shared);
+      }
+      attn += stored::bf16(c.n_routed_experts, h) + 4 * c.n_routed_experts;  // router weight + f32 bias
+      params += c.n_routed_experts * (h + 1);
+      const uint64_t expert = c.int4_experts ? 2 * stored::int4_g32(inter, h) + stored::int4_g32(h, inter)
+                                             : 2 * linear(inter, h) + linear(h, inter);
+      b.routed += c.n_routed_experts * expert;
+      b.routed_per_token += c.num_experts_per_tok * expert;
+      params += c.n_routed_experts * 3 * inter * h;
+    }
+    b.spine += attn;
+    b.parameters += params;
+  }
+  b.kv_per_position = static_cast<uint64_t>(c.num_hidden_layers) * (c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
+  return b;
 }
 
 }  // namespace deltafin

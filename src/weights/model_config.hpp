@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "weights/model_size.hpp"
+
 namespace deltafin {
 
 struct RopeConfig {
@@ -70,5 +72,9 @@ ModelConfig load_model_config(const std::string& path);
 
 // Parses config text (used by load_model_config and by tests/fuzzers).
 ModelConfig parse_model_config(const std::string& json, const std::string& path);
+
+// Bytes from config.json: spine in BF16 (or block-fp8 linears when quantization_config says fp8),
+// routed experts in BF16, block-fp8 or INT4 group-32 (+ BF16 scales) as the config says.
+ModelBytes k2_bytes_from_config(const ModelConfig& config);
 
 }  // namespace deltafin

@@ -1,12 +1,11 @@
 // Bytes of a checkpoint computed from its config.json alone (for `deltafin inspect` on a
 // directory holding only config.json, and to cross-check the tensors of a full one): the routed
-// experts in their stored format, what one token reads of them, and the resident spine.
+// experts in their stored format, what one token reads of them, and the resident spine. Each
+// family's config parser computes its ModelBytes (k2_bytes_from_config, k3_bytes_from_config)
+// with the stored sizes below.
 #pragma once
 
 #include <cstdint>
-
-#include "weights/k3_config.hpp"
-#include "weights/model_config.hpp"
 
 namespace deltafin {
 
@@ -21,12 +20,13 @@ struct ModelBytes {
   uint64_t recurrent_state = 0;
 };
 
-// K2 family: spine in BF16 (or block-fp8 linears when quantization_config says fp8), routed
-// experts in BF16, block-fp8 or INT4 group-32 (+ BF16 scales) as the config says.
-ModelBytes k2_bytes_from_config(const ModelConfig& config);
-
-// Kimi K3: BF16 spine with the F32 tensors of the release (A_log, dt_bias, conv weights, KDA
-// o_norm, router bias), MXFP4 routed experts (or BF16 when unquantized).
-ModelBytes k3_bytes_from_config(const K3Config& config);
+// Stored bytes of a [rows, cols] matrix in each format (weights/dtype.hpp, cpu/weight_view.hpp).
+namespace stored {
+constexpr uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+constexpr uint64_t bf16(uint64_t rows, uint64_t cols) { return 2 * rows * cols; }
+constexpr uint64_t block_fp8(uint64_t rows, uint64_t cols) { return rows * cols + 4 * ceil_div(rows, 128) * ceil_div(cols, 128); }
+constexpr uint64_t int4_g32(uint64_t rows, uint64_t cols) { return 4 * rows * ceil_div(cols, 8) + 2 * rows * ceil_div(cols, 32); }
+constexpr uint64_t mxfp4(uint64_t rows, uint64_t cols) { return rows * cols / 2 + rows * cols / 32; }
+}  // namespace stored
 
 }  // namespace deltafin

@@ -1,0 +1,220 @@
+// The engine template over one model family's traits (model/family.hpp): ModelEngine loads the
+// config, the weight index, the expert reader and store, the backend and the model; ModelSession
+// is one token timeline over it. The traits F say what differs between families:
+//   Config, Model, State                  the config parser's type, the model, a timeline's state
+//   kRecurrent                            whether State has a recurrent part (snapshots for rewinds)
+//   load(path), experts(index, config)    config.json, the routed-expert table
+//   new_state(model), state_bytes(state)  a fresh timeline state and its bytes
+//   name, vocab, eos, context, bytes      what the summary and the memory plan need of the config
+// The model provides forward(state, tokens, n, start, logits, all_logits), spine_bytes(),
+// stats(), set_lookahead(bytes) and, when kRecurrent, save_recurrent/restore_recurrent.
+//
+// Timeline state:
+//   K2: the state is an append-only latent KV cache, so rewinding only moves the position.
+//   K3: KDA layers carry a recurrent state, so a session keeps snapshots of it (not of the
+//       append-only latent cache) taken before recent multi-token appends (prefill chunks, verify
+//       passes; not single-token decode steps, whose copies would cost more than the step);
+//       rewinding restores the latest snapshot at or before the target and replays the tokens up
+//       to it (kernels are deterministic, so the state is bit-identical to never having gone
+//       further).
+#pragma once
+
+#include <deltafin/engine.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "io/expert_reader.hpp"
+#include "io/expert_store.hpp"
+#include "model/routed_experts.hpp"
+#include "util/error.hpp"
+#include "weights/expert_table.hpp"
+#include "weights/model_size.hpp"
+#include "weights/weight_index.hpp"
+
+namespace deltafin {
+
+// What one engine keeps in memory besides its expert cache.
+struct MemoryPlan {
+  uint64_t spine = 0;
+  uint64_t state = 0;      // KV cache and state for `positions`
+  int64_t positions = 0;
+  uint64_t experts = 0;    // every routed expert record at once
+};
+
+// Every expert in a slot of the pool at once (slots: the largest record, 4 KiB-aligned).
+uint64_t all_experts_bytes(const ExpertReader& reader, const ExpertTable& experts);
+// The expert budget for `o` under plan `p` (engine.cpp says how it is fitted to free memory).
+uint64_t fitting_budget(const EngineOptions& o, const MemoryPlan& p);
+// Warns about checkpoint tensors the config does not describe (layers past `layers` + `nextn`).
+void warn_unused_tensors(const WeightIndex& index, int64_t layers, int64_t nextn);
+// The expert reader of the placement (given, or next to the model) or of the shards; `source` says which.
+std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIndex& index, const ExpertTable& experts,
+                                          std::string& source);
+// Backend chosen by the options.
+std::unique_ptr<Backend> open_backend(const EngineOptions& o);
+
+template <class F>
+class ModelSession final : public Session {
+ public:
+  static constexpr size_t kSnapshots = 4;  // recurrent state kept from before the last appends
+
+  ModelSession(typename F::Model& model, ExpertStore& store, int64_t chunk)
+      : model_(model), store_(store), state_(F::new_state(model)), chunk_(chunk) {}
+
+  std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) override {
+    const int64_t vocab = F::vocab(model_.config());
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    if (n == 0) fail("nothing to append: the token list is empty");
+    if constexpr (F::kRecurrent) {
+      if (n > 1) snapshots_.push_back({position_, model_.save_recurrent(state_)});
+      if (snapshots_.size() > kSnapshots) snapshots_.pop_front();
+    }
+    std::vector<float> logits(all_logits ? n * vocab : vocab);
+    for (int64_t done = 0; done < n;) {
+      const int64_t m = std::min(chunk_, n - done);
+      const bool last = done + m == n;
+      std::vector<float> ignored(all_logits || last ? 0 : vocab);
+      float* dst = all_logits ? logits.data() + done * vocab : last ? logits.data() : ignored.data();
+      model_.forward(state_, tokens.data() + done, m, position_, dst, all_logits);
+      position_ += m;
+      done += m;
+    }
+    history_.insert(history_.end(), tokens.begin(), tokens.end());
+    // Weights are checked as they load, so this catches what the inputs or the arithmetic made
+    // (an overflow): refuse rather than sample token 0 from NaN.
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (!std::isfinite(logits[i]))
+        fail("the pass over positions {}..{} gave a non-finite logit (token {}): an activation overflowed or a weight is damaged",
+             position_ - n, position_ - 1, static_cast<int64_t>(i % static_cast<size_t>(vocab)));
+    return logits;
+  }
+
+  int64_t position() const override { return position_; }
+
+  uint64_t state_bytes() const override {
+    uint64_t bytes = F::state_bytes(state_);
+    for (const auto& [pos, snapshot] : snapshots_) bytes += snapshot->bytes();
+    return bytes;
+  }
+
+  void rewind(int64_t pos) override {
+    if (pos < 0 || pos > position_) fail("cannot rewind to position {} (session is at {})", pos, position_);
+    if (pos < position_) store_.demote_from(pos);  // experts only the dropped positions used
+    if constexpr (F::kRecurrent) {
+      if (pos == position_) return;
+      while (!snapshots_.empty() && snapshots_.back().first > pos) snapshots_.pop_back();
+      int64_t from = 0;
+      if (snapshots_.empty()) {
+        model_.restore_recurrent(state_, nullptr);
+      } else {
+        from = snapshots_.back().first;
+        model_.restore_recurrent(state_, snapshots_.back().second.get());
+      }
+      std::vector<float> ignored(F::vocab(model_.config()));
+      for (int64_t done = from; done < pos;) {  // replay what the snapshot lacks, in the same passes
+        const int64_t m = std::min(chunk_, pos - done);
+        model_.forward(state_, history_.data() + done, m, done, ignored.data(), false);
+        done += m;
+      }
+    }
+    position_ = pos;
+    history_.resize(pos);
+  }
+
+ private:
+  typename F::Model& model_;
+  ExpertStore& store_;
+  typename F::State state_;
+  int64_t chunk_;
+  int64_t position_ = 0;
+  std::vector<int32_t> history_;
+  // K3: (position, the recurrent state there); the latent cache is append-only and never copied.
+  std::deque<std::pair<int64_t, std::unique_ptr<Buffer>>> snapshots_;
+};
+
+template <class F>
+class ModelEngine final : public Engine {
+ public:
+  explicit ModelEngine(const EngineOptions& o)
+      : options_(o),
+        config_(F::load((std::filesystem::path(o.model_dir) / "config.json").string())),
+        index_(WeightIndex::open(o.model_dir)),
+        experts_(F::experts(*index_, config_)),
+        backend_(open_backend(o)),
+        reader_(open_reader(o, *index_, experts_, expert_source_)),
+        store_(*backend_, *index_, experts_, *reader_,
+               fitting_budget(o, {F::bytes(config_).spine, planned_state_bytes(config_, planned_positions(o, config_)),
+                                  planned_positions(o, config_), all_experts_bytes(*reader_, experts_)})),
+        model_(*index_, config_, *backend_, store_) {
+    summary_.architecture = F::name(config_);
+    summary_.vocab_size = F::vocab(config_);
+    summary_.eos_token_id = F::eos(config_);
+    summary_.context_length = F::context(config_);
+    summary_.spine_bytes = model_.spine_bytes();
+    summary_.state_bytes_per_position = planned_state_bytes(config_, 1) - planned_state_bytes(config_, 0);
+    summary_.planned_state_bytes = planned_state_bytes(config_, planned_positions(o, config_));
+    summary_.routed_expert_bytes = store_.total_expert_bytes();
+    for (int64_t l = 0; l < experts_.layers(); ++l) summary_.moe_layers += experts_.has(l) ? 1 : 0;
+    if (o.lookahead) model_.set_lookahead(store_.budget_bytes() / 4);
+    warn_unused_tensors(*index_, config_.num_hidden_layers, config_.num_nextn_predict_layers);
+  }
+
+  const ModelSummary& summary() const override { return summary_; }
+
+  // The positions planned, at most the model's context (past it the caller asks explicitly, and
+  // the cache grows as it goes).
+  static int64_t planned_positions(const EngineOptions& o, const typename F::Config& c) {
+    return F::context(c) > 0 ? std::min(o.positions, F::context(c)) : o.positions;
+  }
+  // The latent cache for `positions`, and the recurrent state once for the live state and (K3)
+  // once per snapshot kept for rewinds.
+  static uint64_t planned_state_bytes(const typename F::Config& c, int64_t positions) {
+    const ModelBytes b = F::bytes(c);
+    return static_cast<uint64_t>(positions) * b.kv_per_position +
+           b.recurrent_state * (1 + (F::kRecurrent ? ModelSession<F>::kSnapshots : 0));
+  }
+
+  std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, store_, options_.chunk); }
+
+  EngineStats stats() const override {
+    const ExpertStoreStats s = store_.stats();
+    const PassStats& p = model_.stats();
+    EngineStats out;
+    out.expert_bytes_read = s.bytes_read, out.expert_hits = s.hits, out.expert_misses = s.misses;
+    out.peak_cache_bytes = s.peak_cached_bytes, out.cache_budget_bytes = store_.budget_bytes();
+    out.passes = p.passes, out.positions = p.positions;
+    out.expert_runs = p.expert_runs, out.expert_selections = p.expert_selections;
+    out.repeat_reads_in_pass = s.repeat_reads_in_pass;
+    out.prefetch_reads = s.prefetch_reads;
+    out.prefetch_used = s.prefetch_used;
+    out.prefetch_bytes = s.prefetch_bytes;
+    out.io_wait_seconds = s.wait_seconds;
+    out.expert_source = expert_source_;
+    for (const DriveStats& d : reader_->drive_stats())
+      out.drives.push_back({d.name, d.bytes, d.reads, d.errors, d.busy_seconds, d.failed});
+    return out;
+  }
+
+  std::string usage_json() const override { return deltafin::usage_json(model_fingerprint(experts_), store_.usage()); }
+
+ private:
+  EngineOptions options_;
+  typename F::Config config_;
+  std::unique_ptr<WeightIndex> index_;
+  ExpertTable experts_;
+  std::unique_ptr<Backend> backend_;
+  std::string expert_source_;
+  std::unique_ptr<ExpertReader> reader_;
+  ExpertStore store_;
+  typename F::Model model_;
+  ModelSummary summary_;
+};
+
+}  // namespace deltafin

@@ -11,7 +11,8 @@
 // until a fence has passed; download() waits for everything enqueued and copies a result to the
 // host. The model downloads at one point of a pass besides the logits: after each MoE layer's
 // router, the chosen expert ids, because the expert store must issue the reads. Host memory
-// given to upload() may be reused when the call returns. The CPU backend runs each op when it is
+// given to upload() may be reused when the call returns; upload() takes effect after the ops
+// enqueued before it. The CPU backend runs each op when it is
 // enqueued, so its fences have passed by the time commit() returns.
 //
 // Experts. routed_experts() takes the union of a pass's chosen experts and an ExpertSource; the
@@ -76,8 +77,16 @@ class Backend {
   // land in it) and ops read. CPU: host memory; Metal: one shared-storage buffer; CUDA: pinned
   // host slots behind device slots.
   virtual std::unique_ptr<Buffer> allocate_slots(uint64_t bytes) = 0;
+  // Host memory the device copies from fastest (pinned on CUDA), 2 MiB-aligned: where expert
+  // reads land before upload_slot() when the slot pool is not host-visible.
+  virtual std::unique_ptr<Buffer> allocate_host(uint64_t bytes) = 0;
   virtual std::unique_ptr<Buffer> wrap(std::byte* host, uint64_t bytes) = 0;  // memory outlives the buffer
   virtual void upload(const void* src, Buffer& dst, uint64_t offset, uint64_t bytes) = 0;
+  // A staged expert record (in an allocate_host buffer) into a free slot of the pool, from any
+  // thread (the reader's), on a copy queue that does not wait for the ops in flight; returns when
+  // the copy is complete, so the staging memory may be reused and later ops see the slot.
+  virtual void upload_slot(const Buffer& staging, uint64_t staging_offset, Buffer& slots, uint64_t offset,
+                           uint64_t bytes) = 0;
   virtual void download(const Tensor& src, void* dst) = 0;  // dst [rows, cols], dense
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;  // same shape
   virtual void fill(const Tensor& dst, float value) = 0;

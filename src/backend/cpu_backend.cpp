@@ -48,9 +48,14 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Buffer> allocate_slots(uint64_t bytes) override {
     return std::make_unique<HostBuffer>(AlignedBuffer(std::max<uint64_t>(bytes, 1), 2 << 20));
   }
+  std::unique_ptr<Buffer> allocate_host(uint64_t bytes) override { return allocate_slots(bytes); }
   std::unique_ptr<Buffer> wrap(std::byte* host, uint64_t bytes) override { return std::make_unique<HostBuffer>(host, bytes); }
   void upload(const void* src, Buffer& dst, uint64_t offset, uint64_t bytes) override {
     std::memcpy(dst.host() + offset, src, bytes);
+  }
+  void upload_slot(const Buffer& staging, uint64_t staging_offset, Buffer& slots, uint64_t offset,
+                   uint64_t bytes) override {
+    std::memcpy(slots.host() + offset, staging.host() + staging_offset, bytes);
   }
   void download(const Tensor& src, void* dst) override {
     const size_t row_bytes = static_cast<size_t>(src.cols) * 4;

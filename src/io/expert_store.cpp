@@ -12,7 +12,7 @@ namespace deltafin {
 
 ExpertStore::ExpertStore(Backend& backend, const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader,
                          uint64_t budget_bytes)
-    : index_(index), experts_(experts), reader_(reader), budget_(budget_bytes), layers_(experts.layers()) {
+    : backend_(backend), index_(index), experts_(experts), reader_(reader), budget_(budget_bytes), layers_(experts.layers()) {
   uint64_t largest = 0, records = 0;
   usage_.resize(layers_);
   for (int64_t layer = 0; layer < layers_; ++layer) {
@@ -31,9 +31,17 @@ ExpertStore::ExpertStore(Backend& backend, const WeightIndex& index, const Exper
   // As many slots as the budget holds, at most one per expert.
   const uint64_t count = std::max<uint64_t>(1, std::min(budget_ / slot, records));
   try {
-    pool_ = std::make_unique<SlotPool>(backend, slot, count);
+    pool_ = std::make_unique<SlotPool>(backend.allocate_slots(slot * count), slot, count);
   } catch (const std::bad_alloc&) {
     fail("out of memory allocating the expert slot pool ({} slots of {}); try a smaller --cache-gb", count, human_bytes(slot));
+  }
+  if (!pool_->buffer().host()) {
+    const uint64_t staging = std::min(count, kStagingSlots);
+    try {
+      staging_ = std::make_unique<SlotPool>(backend.allocate_host(slot * staging), slot, staging);
+    } catch (const std::bad_alloc&) {
+      fail("out of host memory allocating the expert staging slots ({} slots of {})", staging, human_bytes(slot));
+    }
   }
 }
 
@@ -72,13 +80,16 @@ bool ExpertStore::make_room(uint64_t bytes, uint64_t limit) {
   return true;
 }
 
+bool ExpertStore::can_start_read() const { return !staging_ || staging_->available(); }
+
 void ExpertStore::start_read(Entry& e, bool urgent) {
   const uint64_t bytes = reader_.buffer_bytes(e.layer, e.expert);
   auto w = std::make_shared<ExpertWeights>();
   w->slot = pool_->take();
   if (w->slot < 0 || bytes > pool_->slot_bytes()) fail("expert {}/{}: no free slot in the pool (budget accounting)", e.layer, e.expert);
   w->offset = pool_->offset(w->slot);
-  w->record = pool_->host(w->slot);
+  if (staging_) w->staging = staging_->take();
+  w->record = staging_ ? staging_->host(w->staging) : pool_->host(w->slot);
   w->bytes = reader_.layout(e.layer, e.expert).payload;
   w->resident_bytes = pool_->slot_bytes();
   w->proj = record_views(experts_.at(e.layer, e.expert), reader_.layout(e.layer, e.expert), w->record);
@@ -91,9 +102,17 @@ void ExpertStore::start_read(Entry& e, bool urgent) {
   e.read_pass = pass_;
   ++reads_in_flight_;
   const Key k = key(e.layer, e.expert);
-  reader_.read(e.layer, e.expert, pool_->host(w->slot), urgent, [this, k, w](std::exception_ptr error) {
+  reader_.read(e.layer, e.expert, const_cast<std::byte*>(w->record), urgent, [this, k, w, bytes](std::exception_ptr error) {
     if (!error) error = check_finite(k, *w);
+    if (!error && staging_) {
+      try {
+        backend_.upload_slot(staging_->buffer(), staging_->offset(w->staging), pool_->buffer(), w->offset, bytes);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
     std::lock_guard lock(mutex_);
+    if (staging_) staging_->give(w->staging), w->staging = -1;
     Entry& done = entries_.at(k);
     --reads_in_flight_;
     if (done.prefetch_read) prefetch_in_flight_ -= w->resident_bytes, done.prefetch_read = false;
@@ -106,6 +125,7 @@ void ExpertStore::start_read(Entry& e, bool urgent) {
     } else {
       done.state = State::Ready;
     }
+    if (staging_) issue_queued();  // a staging slot is free again
     changed_.notify_all();
   });
 }
@@ -129,7 +149,7 @@ void ExpertStore::issue_queued() {
   size_t started = 0;
   while (started < queued_.size()) {
     Entry& e = entries_.at(queued_[started]);
-    if (!make_room(pool_->slot_bytes(), 0)) break;
+    if (!can_start_read() || !make_room(pool_->slot_bytes(), 0)) break;
     start_read(e, true);
     ++started;
   }
@@ -179,7 +199,7 @@ void ExpertStore::prefetch(int64_t layer, std::span<const int32_t> experts, uint
     const Key k = key(layer, expert);
     if (entries_.count(k)) continue;
     const uint64_t bytes = pool_->slot_bytes();
-    if (prefetch_in_flight_ + bytes > byte_cap) break;
+    if (prefetch_in_flight_ + bytes > byte_cap || !can_start_read()) break;
     Entry probe;
     probe.layer = layer;
     if (!make_room(bytes, next_use(probe))) break;  // only room taken from experts needed later

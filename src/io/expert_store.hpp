@@ -5,6 +5,10 @@
 //   acquire(layer, expert): waits for that expert and pins it while the handle lives (the
 //     backend holds the handle until the commands reading the expert have completed).
 // Memory: one slot pool (io/slot_pool.hpp) of budget / slot bytes slots; reads land in the slots.
+//   Where the host cannot write the pool (CUDA: the slots are device memory), reads land in a few
+//   staging slots of host memory instead (at most kStagingSlots; outside the budget, which is the
+//   device's) and the reader's thread uploads each record into its slot (Backend::upload_slot)
+//   before the expert counts as ready; the staging slots also bound the reads in flight.
 //   prefetch(layer, experts, cap): speculative reads (router lookahead) that only take room from
 //     experts needed later than the prefetched ones.
 //   demote(layer, experts): experts only rejected drafts used go to the cold end.
@@ -33,9 +37,13 @@ namespace deltafin {
 // An expert held in a slot of the pool.
 struct ExpertWeights {
   int64_t slot = -1;
+  int64_t staging = -1;                 // the staging slot while it is read (device pools only)
   uint64_t offset = 0;                  // bytes into the pool's buffer where the record starts
-  const std::byte* record = nullptr;    // the record on the host (all three projections and scales)
-  std::array<WeightView, 3> proj;       // host views: gate [inter, hidden], up [inter, hidden], down [hidden, inter]
+  // Where the record landed on the host (all three projections and scales), and views of it:
+  // gate [inter, hidden], up [inter, hidden], down [hidden, inter]. Staged records: the staging
+  // slot, reused once uploaded, so only offsets from `record` mean anything then.
+  const std::byte* record = nullptr;
+  std::array<WeightView, 3> proj;
   uint64_t bytes = 0;                   // tensor bytes (the record's payload)
   uint64_t resident_bytes = 0;          // memory held (one slot: what the budget counts)
 };
@@ -61,6 +69,7 @@ class ExpertStore {
   // when the budget cannot hold the largest expert. `index` names shards in error messages.
   ExpertStore(Backend& backend, const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader,
               uint64_t budget_bytes);
+  static constexpr uint64_t kStagingSlots = 32;  // device pools: two K3 layers' worth of reads
   ~ExpertStore();  // waits for reads in flight
 
   void begin_pass();
@@ -77,6 +86,8 @@ class ExpertStore {
   uint64_t budget_bytes() const { return budget_; }
   // The pool's buffer: an expert's weights lie at ExpertWeights::offset in it.
   Buffer& pool_buffer() const { return pool_->buffer(); }
+  // Host memory of the staging slots (0 where reads land in the pool).
+  uint64_t staging_bytes() const { return staging_ ? staging_->count() * staging_->slot_bytes() : 0; }
   // Memory every routed expert would take at once (a budget beyond it is never used).
   uint64_t total_expert_bytes() const { return total_; }
   // Requests per (layer, expert) so far: [layer][expert] (empty rows for dense layers).
@@ -105,18 +116,21 @@ class ExpertStore {
   // `limit` (cycle distance; see next_use) may go. Returns false when it cannot.
   bool make_room(uint64_t bytes, uint64_t limit);
   uint64_t next_use(const Entry& e) const;  // cycle distance until e's layer runs again; cold: max
+  bool can_start_read() const;              // mutex held: a staging slot is free (or none is needed)
   void start_read(Entry& e, bool urgent);   // mutex held; room already made
   void issue_queued();                      // mutex held: start queued requests in order while room allows
   void evict(Key k);
   std::exception_ptr check_finite(Key k, const ExpertWeights& w) const;
   void unpin(Key k);
 
+  Backend& backend_;
   const WeightIndex& index_;
   const ExpertTable& experts_;
   ExpertReader& reader_;
   uint64_t budget_;
   uint64_t total_ = 0;  // every expert in a slot at once
   std::unique_ptr<SlotPool> pool_;
+  std::unique_ptr<SlotPool> staging_;  // device pools only
   int64_t layers_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;   // a read completed or a pin was released

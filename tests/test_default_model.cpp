@@ -21,7 +21,7 @@ const std::string kModel = std::string(DELTAFIN_FIXTURES) + "/../../models/defau
 }  // namespace
 
 TEST_CASE("the bundled model: tokenizer, logits and greedy continuation match transformers", "[golden]") {
-  test::for_each_simd_target([&](const std::string&) {
+  test::for_each_backend_and_target([&](const std::string& backend) {
     simdjson::dom::parser parser;
     const simdjson::dom::element golden = parser.load(kModel + "/golden/golden.json");
     const test::Golden g = test::read_golden(kModel + "/golden");
@@ -30,6 +30,7 @@ TEST_CASE("the bundled model: tokenizer, logits and greedy continuation match tr
 
     EngineOptions o;
     o.model_dir = kModel;
+    o.backend = backend;
     auto engine = Engine::open(o);
     const std::vector<int32_t> ids = g.all();
     const std::vector<float> logits = engine->new_session()->append(ids, true);
@@ -42,7 +43,7 @@ TEST_CASE("the bundled model: tokenizer, logits and greedy continuation match tr
       CHECK(err <= 1e-5);  // measured at most 1.0e-6 on every SIMD target
     }
     // `deltafin run` without -m uses the bundled model.
-    const auto r = test::run_deltafin("run --tokens " + test::join_ids(g.prompt, ",") + " -n 24 --temp 0 --ids --ignore-eos");
+    const auto r = test::run_deltafin("run --tokens " + test::join_ids(g.prompt, ",") + " -n 24 --temp 0 --ids --ignore-eos --backend " + backend);
     INFO(r.output);
     CHECK(r.output == test::join_ids(g.generated, " ") + "\n");
   });

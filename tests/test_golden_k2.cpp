@@ -19,7 +19,7 @@ namespace {
 // fixture, hidden row and SIMD target (the exactness policy in docs/ARCHITECTURE.md).
 constexpr double kTolerance = 1e-5;
 
-void check_against_transformers(const std::string& name) {
+void check_against_transformers(const std::string& name, const std::string& backend_name) {
   const std::string dir = test::fixture(name);
   const test::Golden golden = test::read_golden(dir);
   const std::vector<int32_t> ids = golden.all();
@@ -29,7 +29,7 @@ void check_against_transformers(const std::string& name) {
   const ModelConfig config = load_model_config(dir + "/config.json");
   auto index = WeightIndex::open(dir);
   const ExpertTable experts = k2_expert_table(*index, config);
-  auto backend = make_cpu_backend(2);
+  auto backend = test::make_backend(backend_name, 2);
   auto reader = ExpertReader::from_shards(*index, experts, {});
   ExpertStore store(*backend, *index, experts, *reader, 1 << 20);
   K2Model model(*index, config, *backend, store);
@@ -54,11 +54,11 @@ void check_against_transformers(const std::string& name) {
   }
 }
 
-void check_greedy_cli(const std::string& name) {
+void check_greedy_cli(const std::string& name, const std::string& backend) {
   const std::string dir = test::fixture(name);
   const test::Golden golden = test::read_golden(dir);
   const test::CommandResult r = test::run_deltafin("run -m " + dir + " --tokens " + test::join_ids(golden.prompt, ",") +
-                                                   " -n 24 --temp 0 --ids --ignore-eos --cache-gb 0.001");
+                                                   " -n 24 --temp 0 --ids --ignore-eos --cache-gb 0.001 --backend " + backend);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output == test::join_ids(golden.generated, " ") + "\n");
@@ -68,31 +68,31 @@ void check_greedy_cli(const std::string& name) {
 
 TEST_CASE("K2-like model (q-LoRA, YaRN x32, 1 group, top-8 of 32, shared expert, bf16, 2 shards) matches transformers",
           "[golden]") {
-  test::for_each_simd_target([&](const std::string&) {
-    check_against_transformers("k2_tiny");
-    check_greedy_cli("k2_tiny");
+  test::for_each_backend_and_target([&](const std::string& backend) {
+    check_against_transformers("k2_tiny", backend);
+    check_greedy_cli("k2_tiny", backend);
   });
 }
 
 TEST_CASE("DeepSeek-V3-like model (8 groups, top-4 groups, top-16 of 64, direct q_proj, 2 dense layers, f32+f16) matches transformers",
           "[golden]") {
-  test::for_each_simd_target([&](const std::string&) {
-    check_against_transformers("dsv3_tiny");
-    check_greedy_cli("dsv3_tiny");
+  test::for_each_backend_and_target([&](const std::string& backend) {
+    check_against_transformers("dsv3_tiny", backend);
+    check_greedy_cli("dsv3_tiny", backend);
   });
 }
 
 TEST_CASE("K2-like model in DeepSeek block-fp8 (3 shards) matches transformers on the dequantized weights", "[golden]") {
-  test::for_each_simd_target([&](const std::string&) {
-    check_against_transformers("k2_tiny_fp8");
-    check_greedy_cli("k2_tiny_fp8");
+  test::for_each_backend_and_target([&](const std::string& backend) {
+    check_against_transformers("k2_tiny_fp8", backend);
+    check_greedy_cli("k2_tiny_fp8", backend);
   });
 }
 
 TEST_CASE("K2-like model with INT4 group-32 routed experts (compressed-tensors, as K2 Thinking / K2.5) matches transformers on the dequantized weights",
           "[golden]") {
-  test::for_each_simd_target([&](const std::string&) {
-    check_against_transformers("k2_tiny_int4");
-    check_greedy_cli("k2_tiny_int4");
+  test::for_each_backend_and_target([&](const std::string& backend) {
+    check_against_transformers("k2_tiny_int4", backend);
+    check_greedy_cli("k2_tiny_int4", backend);
   });
 }

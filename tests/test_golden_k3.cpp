@@ -30,10 +30,10 @@ struct K3Fixture {
   std::unique_ptr<ExpertStore> store;
   std::unique_ptr<K3Model> model;
 
-  K3Fixture(const std::string& dir, int threads, uint64_t cache_bytes)
+  K3Fixture(const std::string& dir, int threads, uint64_t cache_bytes, const std::string& backend_name = "cpu")
       : config(load_k3_config(dir + "/config.json")), index(WeightIndex::open(dir)) {
     experts = std::make_unique<ExpertTable>(k3_expert_table(*index, config));
-    backend = make_cpu_backend(threads);
+    backend = test::make_backend(backend_name, threads);
     reader = ExpertReader::from_shards(*index, *experts, {});
     store = std::make_unique<ExpertStore>(*backend, *index, *experts, *reader, cache_bytes);
     model = std::make_unique<K3Model>(*index, config, *backend, *store);
@@ -45,13 +45,13 @@ struct K3Fixture {
 // 2.8e-4) and 9e-5 on logits, over both fixtures and every SIMD target.
 constexpr double kHiddenTolerance = 6e-4, kLogitTolerance = 3e-4;
 
-void check_against_reference(const std::string& name) {
+void check_against_reference(const std::string& name, const std::string& backend) {
   const std::string dir = test::fixture(name);
   const test::Golden golden = test::read_golden(dir);
   const std::vector<int32_t> ids = golden.all();
   const NpyArray ref_logits = read_npy_f32(dir + "/logits.npy");
   const NpyArray ref_hidden = read_npy_f32(dir + "/hidden.npy");  // [layers + 3, T, hidden]
-  K3Fixture f(dir, 2, 1 << 20);
+  K3Fixture f(dir, 2, 1 << 20, backend);
   const int64_t n = static_cast<int64_t>(ids.size()), vocab = f.config.vocab_size, h = f.config.hidden_size;
   REQUIRE(ref_hidden.shape == std::vector<int64_t>{f.config.num_hidden_layers + 3, n, h});
 
@@ -85,15 +85,11 @@ void check_against_reference(const std::string& name) {
 }  // namespace
 
 TEST_CASE("Kimi K3 tiny (13 layers, 4 MLA, partial final AttnRes block, bf16) matches the release code", "[golden-k3]") {
-  test::for_each_simd_target([&](const std::string&) {
-    check_against_reference("k3_tiny");
-  });
+  test::for_each_backend_and_target([&](const std::string& backend) { check_against_reference("k3_tiny", backend); });
 }
 
 TEST_CASE("Kimi K3 tiny with MXFP4 routed experts (3 shards) matches the release code", "[golden-k3]") {
-  test::for_each_simd_target([&](const std::string&) {
-    check_against_reference("k3_tiny_mxfp4");
-  });
+  test::for_each_backend_and_target([&](const std::string& backend) { check_against_reference("k3_tiny_mxfp4", backend); });
 }
 
 TEST_CASE("Kimi K3: one prefill pass equals token-by-token decoding, at any thread count and cache budget",
@@ -147,12 +143,12 @@ TEST_CASE("Kimi K3: rewinding restores the recurrent state exactly", "[golden-k3
 }
 
 TEST_CASE("Kimi K3 through the CLI: greedy ids and logits", "[golden-k3]") {
-  test::for_each_simd_target([&](const std::string&) {
+  test::for_each_backend_and_target([&](const std::string& backend) {
     for (const char* name : {"k3_tiny", "k3_tiny_mxfp4"}) {
       const std::string dir = test::fixture(name);
       const test::Golden golden = test::read_golden(dir);
       const auto r = test::run_deltafin("run -m " + dir + " --tokens " + test::join_ids(golden.prompt, ",") +
-                                        " -n 24 --temp 0 --ids --ignore-eos --chunk 3");
+                                        " -n 24 --temp 0 --ids --ignore-eos --chunk 3 --backend " + backend);
       INFO(r.output);
       CHECK(r.exit_code == 0);
       CHECK(r.output == test::join_ids(golden.generated, " ") + "\n");

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "cpu/simd_target.hpp"
 
 namespace deltafin::test {
@@ -39,6 +40,28 @@ void for_each_simd_target(Body&& body) {
     cpu::SimdScope scope(target);
     INFO("SIMD target " << target);
     body(target);
+  }
+}
+
+// The device backends this build has and this machine runs: CUDA when compiled in with a device
+// present (the GPU machine), none in CI.
+inline std::vector<std::string> device_backends() {
+  std::vector<std::string> names;
+  if (cuda_device_present()) names.push_back("cuda");
+  return names;
+}
+
+inline std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+  return name == "cuda" ? make_cuda_backend() : make_cpu_backend(threads);
+}
+
+// Runs body(backend name): "cpu" once per SIMD target, then each device backend once.
+template <class Body>
+void for_each_backend_and_target(Body&& body) {
+  for_each_simd_target([&](const std::string&) { body(std::string("cpu")); });
+  for (const std::string& name : device_backends()) {
+    INFO("backend " << name);
+    body(name);
   }
 }
 

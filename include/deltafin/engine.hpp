@@ -16,6 +16,7 @@ struct EngineOptions {
   double cache_gb = 4.0;   // byte budget of the routed-expert cache
   bool cache_gb_given = false;  // set by the user: refused, not lowered, when memory is short
   int threads = 0;         // 0: one per hardware thread
+  std::string backend = "cpu";  // cpu, cuda, or auto (CUDA when a device is present, else CPU)
   int64_t chunk = 64;      // positions per prefill pass
   bool bypass = true;      // read routed experts around the page cache (O_DIRECT / F_NOCACHE)
   // Placement manifest (deltafin place): "" = <model_dir>/deltafin-placement.json when it
@@ -35,6 +36,7 @@ struct EngineOptions {
 
 struct ModelSummary {
   std::string architecture;     // e.g. "kimi_k2 (DeepSeek-V3)"
+  std::string backend;          // what runs the ops, e.g. "cpu (AVX3_DL, 2 threads)"
   int64_t vocab_size = 0;
   int64_t eos_token_id = -1;
   int64_t context_length = 0;   // max_position_embeddings; 0: not stated

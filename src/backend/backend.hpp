@@ -138,4 +138,9 @@ class Backend {
 // The CPU backend with `threads` workers (0: one per hardware thread).
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 
+// The CUDA backend on `device`; throws deltafin::Error in one line when the build has no CUDA
+// (configure with -DDELTAFIN_CUDA=ON) or no device is present.
+std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+bool cuda_device_present();
+
 }  // namespace deltafin

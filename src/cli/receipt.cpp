@@ -30,6 +30,7 @@ void print_receipt(const Engine& engine, const RunReport& r) {
   const uint64_t decode_bytes = s.expert_bytes_read - r.at_decode_start.expert_bytes_read;
   std::fprintf(stderr, "--- deltafin receipt ---\n");
   std::fprintf(stderr, "model     %s\n", engine.summary().architecture.c_str());
+  std::fprintf(stderr, "backend   %s\n", engine.summary().backend.c_str());
   std::fprintf(stderr, "prefill   %" PRId64 " tokens in %.3f s (%.2f tok/s)\n", r.prefill_tokens, r.prefill_seconds,
                rate(r.prefill_tokens, r.prefill_seconds));
   std::fprintf(stderr, "decode    %" PRId64 " tokens in %.3f s (%.2f tok/s), %.4f GB of experts read per token\n",
@@ -83,7 +84,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
                           dr.bytes - before.bytes, dr.busy_seconds - before.busy_seconds);
   }
   const std::string text = fmt::format(
-      "{{\n  \"model\": {},\n"
+      "{{\n  \"model\": {},\n  \"backend\": {},\n"
       "  \"prefill\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"
       "  \"decode\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"
       "  \"experts\": {{\"source\": {}, \"bytes_read\": {}, \"reads\": {}, \"hits\": {}, \"runs\": {}, \"selections\": {}, "
@@ -95,7 +96,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       "  \"speculative\": {{\"drafter\": {}, \"steps\": {}, \"verify_passes\": {}, \"drafted\": {}, \"accepted\": {}, "
       "\"committed\": {}, \"probes\": {}, \"draft_seconds\": {:.6f}, \"decode_expert_runs\": {}, \"moe_layers\": {}}},\n"
       "  \"ids_xxh3\": \"{:016x}\",\n  \"ids\": [{}]\n}}\n",
-      json_string(engine.summary().architecture), r.prefill_tokens, r.prefill_seconds,
+      json_string(engine.summary().architecture), json_string(engine.summary().backend), r.prefill_tokens, r.prefill_seconds,
       r.at_decode_start.expert_bytes_read, r.decode_tokens, r.decode_seconds,
       s.expert_bytes_read - r.at_decode_start.expert_bytes_read, json_string(s.expert_source), s.expert_bytes_read,
       s.expert_misses, s.expert_hits, s.expert_runs, s.expert_selections, s.repeat_reads_in_pass, s.io_wait_seconds,

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds the CUDA configuration here (nvcc 13, sm_90 + PTX) into build-cuda/ and packs what the
+# GPU machine needs to run it into one directory: the binaries, the shared libraries it lacks
+# (Ubuntu 24.04 with the CUDA driver, but no Highway, fmt, spdlog, simdjson, xxHash, PCRE2 or ICU),
+# the tokenizer references the tests read, and the commit. Carry the directory with the working
+# tree and run scripts/gpu-test.sh BUNDLE there.
+#   scripts/gpu-bundle.sh [OUT_DIR]   (default: .gpuhost/bundle)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-.gpuhost/bundle}
+nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DDELTAFIN_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
+cmake --build build-cuda --target deltafin deltafin_tests kernel_bench
+[ -d build/text-ref ] || { echo "build/text-ref is missing: run scripts/test.sh once first" >&2; exit 1; }
+rm -rf "$out" && mkdir -p "$out/lib"
+cp build-cuda/deltafin build-cuda/kernel_bench build-cuda/tests/deltafin_tests "$out/"
+cp -r build/text-ref "$out/"
+# Every shared library of these packages the binaries load (the GPU machine has libc, libstdc++,
+# libgcc and the CUDA driver).
+for bin in "$out"/deltafin "$out"/deltafin_tests; do ldd "$bin"; done | awk '/=> \// {print $3}' | sort -u |
+  grep -E 'lib(hwy|fmt|spdlog|simdjson|xxhash|pcre2-8|icuuc|icudata|icui18n)\.so' | xargs -r cp -L -t "$out/lib"
+git describe --always --dirty --abbrev=12 > "$out/commit"
+du -sh "$out"

@@ -27,34 +27,40 @@ AlignedBuffer host_buffer(const TensorInfo& t) {
 
 }  // namespace
 
-std::unique_ptr<Buffer> SpineLoader::read(const TensorRef& ref) {
-  std::unique_ptr<Buffer> buffer;
+SpineLoader::Staged SpineLoader::stage(const TensorRef& ref) {
+  Staged s;
   try {
-    buffer = backend_.allocate(ref.info->nbytes);
+    s.buffer = backend_.allocate(ref.info->nbytes);
   } catch (const std::bad_alloc&) {
     out_of_memory(*ref.info);
   }
-  if (buffer->host()) {
-    index_.read(ref, buffer->host());
-  } else {
-    AlignedBuffer staging = host_buffer(*ref.info);
-    index_.read(ref, staging.data());
-    backend_.upload(staging.data(), *buffer, 0, ref.info->nbytes);
-  }
-  bytes_ += buffer->bytes();
-  return buffer;
+  if (!s.buffer->host()) s.staging = host_buffer(*ref.info);
+  std::byte* host = s.buffer->host() ? s.buffer->host() : s.staging.data();
+  index_.read(ref, host);
+  s.host = host;
+  return s;
 }
 
+std::unique_ptr<Buffer> SpineLoader::commit(Staged s) {
+  if (!s.buffer->host()) backend_.upload(s.host, *s.buffer, 0, s.staging.size());
+  bytes_ += s.buffer->bytes();
+  return std::move(s.buffer);
+}
+
+// Checked for NaN and Inf on the host, before upload.
 SpineMatrix SpineLoader::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const MatrixRef ref = index_.matrix(name, rows, cols);
+  Staged data = stage(ref.weight), scales;
+  if (ref.scale.info) scales = stage(ref.scale);
+  require_finite(WeightView{ref.format, data.host, rows, cols, scales.host}, ref.weight.info->name,
+                 ref.scale.info ? ref.scale.info->name : "");
   SpineMatrix m;
-  m.data = read(ref.weight);
+  m.data = commit(std::move(data));
   m.weight = {ref.format, rows, cols, m.data.get(), 0, nullptr, 0};
   if (ref.scale.info) {
-    m.scales = read(ref.scale);
+    m.scales = commit(std::move(scales));
     m.weight.scales = m.scales.get();
   }
-  if (m.data->host()) require_finite(m.weight.host_view(), ref.weight.info->name, ref.scale.info ? ref.scale.info->name : "");
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "io/aligned_buffer.hpp"
 #include "weights/weight_index.hpp"
 
 namespace deltafin {
@@ -44,7 +45,15 @@ class SpineLoader {
   const WeightIndex& index() const { return index_; }
 
  private:
-  std::unique_ptr<Buffer> read(const TensorRef& ref);
+  // A tensor read into host memory: the backend buffer itself when the host can write it, else a
+  // staging copy that commit() uploads.
+  struct Staged {
+    std::unique_ptr<Buffer> buffer;
+    AlignedBuffer staging;
+    const std::byte* host = nullptr;
+  };
+  Staged stage(const TensorRef& ref);
+  std::unique_ptr<Buffer> commit(Staged staged);
 
   Backend& backend_;
   const WeightIndex& index_;

@@ -90,6 +90,7 @@ class StagedBackend final : public Backend {
         }
         return r;
       }
+      int64_t capacity() const override { return inner.capacity(); }
     } viewed(source, slots_, slots_view_.get());
     cpu_->routed_experts(x, ids, weights, experts, viewed, width, act, out);
   }

@@ -83,10 +83,12 @@ struct Device {
   }
 };
 
-// Every backend this build has, for the harness (CUDA and Metal join here when compiled).
+// Every backend this build has, for the harness: the CPU, and CUDA where the build has it and a
+// device is present (Metal joins here when compiled).
 std::vector<std::unique_ptr<Backend>> backends_under_test() {
   std::vector<std::unique_ptr<Backend>> b;
   b.push_back(make_cpu_backend(3));
+  if (cuda_device_present()) b.push_back(make_cuda_backend());
   return b;
 }
 
@@ -380,6 +382,7 @@ class TestExperts final : public ExpertSource {
     acquired.push_back(expert);
     return {device[expert], std::make_shared<int>(expert)};
   }
+  int64_t capacity() const override { return static_cast<int64_t>(device.size()); }  // every expert is resident
   std::vector<std::array<TestMatrix, 3>> host;
   std::vector<std::array<Weight, 3>> device;
   std::vector<int32_t> acquired;

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "backend/tensor.hpp"
 #include "op_params.hpp"
@@ -46,6 +47,9 @@ class ExpertSource {
   virtual ~ExpertSource() = default;
   // Blocks until `expert` is resident; throws when its read failed.
   virtual Resident acquire(int32_t expert) = 0;
+  // How many experts can be resident at once. A backend that holds pins past an expert's own
+  // kernels holds at most capacity() - 1, so that the next expert can always be read.
+  virtual int64_t capacity() const = 0;
 };
 
 // Tensors of one Kimi Delta Attention layer over n tokens (kda()). ch = heads * head_dim.
@@ -69,6 +73,8 @@ class Backend {
 
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // What runs the ops, for the receipt: "cpu (AVX3_DL, 2 threads)", "cuda (NVIDIA H200, ...)".
+  virtual std::string describe() const { return name(); }
   virtual int threads() const = 0;
 
   // --- memory ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include "cpu/mla_attention.hpp"
 #include "cpu/rope.hpp"
 #include "cpu/router.hpp"
+#include "cpu/simd_target.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/vec_ops.hpp"
 #include "io/aligned_buffer.hpp"
@@ -40,6 +41,9 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int threads) : pool_(threads) {}
 
   const char* name() const override { return "cpu"; }
+  std::string describe() const override {
+    return fmt::format("cpu ({}, {} threads)", cpu::simd_current(), pool_.size());
+  }
   int threads() const override { return pool_.size(); }
 
   std::unique_ptr<Buffer> allocate(uint64_t bytes) override {

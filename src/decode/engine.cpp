@@ -10,7 +10,6 @@
 #include "decode/model_engine.hpp"
 #include "io/aligned_buffer.hpp"
 #include "model/family.hpp"
-#include "cpu/simd_target.hpp"
 #include "util/error.hpp"
 #include "util/human_bytes.hpp"
 #include "util/memory_available.hpp"
@@ -101,10 +100,7 @@ std::unique_ptr<Backend> open_backend(const EngineOptions& o) {
   return make_cpu_backend(o.threads);
 }
 
-std::string describe_backend(const Backend& backend) {
-  if (std::string(backend.name()) == "cpu") return fmt::format("cpu ({}, {} threads)", cpu::simd_current(), backend.threads());
-  return backend.name();
-}
+
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
   if (!(options.cache_gb >= 0 && options.cache_gb <= 1e9))  // also NaN and inf

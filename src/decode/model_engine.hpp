@@ -57,9 +57,8 @@ void warn_unused_tensors(const WeightIndex& index, int64_t layers, int64_t nextn
 // The expert reader of the placement (given, or next to the model) or of the shards; `source` says which.
 std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIndex& index, const ExpertTable& experts,
                                           std::string& source);
-// The backend the options name (auto: CUDA when a device is present), and its line in the receipt.
+// The backend the options name (auto: CUDA when a device is present).
 std::unique_ptr<Backend> open_backend(const EngineOptions& o);
-std::string describe_backend(const Backend& backend);
 
 template <class F>
 class ModelSession final : public Session {
@@ -155,7 +154,7 @@ class ModelEngine final : public Engine {
                                   planned_positions(o, config_), all_experts_bytes(*reader_, experts_)})),
         model_(*index_, config_, *backend_, store_) {
     summary_.architecture = F::name(config_);
-    summary_.backend = describe_backend(*backend_);
+    summary_.backend = backend_->describe();
     summary_.vocab_size = F::vocab(config_);
     summary_.eos_token_id = F::eos(config_);
     summary_.context_length = F::context(config_);

@@ -86,6 +86,7 @@ class ExpertStore {
   uint64_t budget_bytes() const { return budget_; }
   // The pool's buffer: an expert's weights lie at ExpertWeights::offset in it.
   Buffer& pool_buffer() const { return pool_->buffer(); }
+  int64_t slot_count() const { return static_cast<int64_t>(pool_->count()); }
   // Host memory of the staging slots (0 where reads land in the pool).
   uint64_t staging_bytes() const { return staging_ ? staging_->count() * staging_->slot_bytes() : 0; }
   // Memory every routed expert would take at once (a budget beyond it is never used).

@@ -33,6 +33,7 @@ class StoreSource final : public ExpertSource {
     r.pin = std::move(handle);
     return r;
   }
+  int64_t capacity() const override { return store_.slot_count(); }
 
  private:
   ExpertStore& store_;

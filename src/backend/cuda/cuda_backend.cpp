@@ -1,0 +1,548 @@
+// The CUDA backend (backend.hpp): buffers of cuda_buffer.hpp, one compute stream on which every
+// op and transfer is enqueued in order, fences as events on it (fence_queue.hpp), and the
+// kernels of kernels/cuda, each computing what the CPU backend's op computes, batch-invariant
+// (the kernel files give their mappings and reduction orders). Shapes are checked here, on the
+// host; a mismatch is a one-line error naming the op.
+//
+// Experts. The slot pool is pinned host memory, which the expert store's reads fill, behind a
+// device mirror, which the kernels read. routed_experts() acquires the union's experts in
+// ascending order; for each, copy_expert_to_mirror() copies its byte ranges host to mirror on
+// the stream (at every acquire, as the host may have rewritten the slot since the expert's last
+// use; a VRAM expert cache comes later), then two launches run its MLP (gate and up with the
+// activation, then down) on the rows that chose it. The pins ride on the fence recorded after the
+// op and are released once it has passed; as the source can hold only capacity() experts at once,
+// at most capacity() - 1 pins are held when the next expert is acquired (beyond that, the oldest
+// expert's kernels are waited for, by a fence recorded after them, and its pin let go). Unlike
+// the CPU backend, routed_experts() cannot check that the union matches the ids without a
+// synchronisation: the caller derives it from them.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/cuda_buffer.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/fence_queue.hpp"
+#include "cuda/ops.cuh"
+#include "util/human_bytes.hpp"
+
+namespace deltafin {
+namespace {
+
+using cuda::check;
+using cuda::CudaBuffer;
+
+// Stored bytes of a weight's data and of its scales.
+uint64_t data_bytes(const Weight& w) {
+  const uint64_t r = w.rows, c = w.cols;
+  switch (w.format) {
+    case WeightFormat::F32: return 4 * r * c;
+    case WeightFormat::F16:
+    case WeightFormat::BF16: return 2 * r * c;
+    case WeightFormat::F8_E4M3_BLOCK128: return r * c;
+    case WeightFormat::MXFP4: return r * c / 2;
+    case WeightFormat::INT4_G32: return 4 * r * ((c + 7) / 8);
+  }
+  return 0;
+}
+
+uint64_t scale_bytes(const Weight& w) {
+  const uint64_t r = w.rows, c = w.cols;
+  switch (w.format) {
+    case WeightFormat::F8_E4M3_BLOCK128: return 4 * ((r + 127) / 128) * ((c + 127) / 128);
+    case WeightFormat::MXFP4: return r * c / 32;
+    case WeightFormat::INT4_G32: return 2 * r * ((c + 31) / 32);
+    default: return 0;
+  }
+}
+
+// Element size the format's data and scales are read in (their alignment).
+uint64_t data_alignment(WeightFormat f) {
+  return f == WeightFormat::F32 || f == WeightFormat::INT4_G32 ? 4 : f == WeightFormat::F16 || f == WeightFormat::BF16 ? 2 : 1;
+}
+uint64_t scale_alignment(WeightFormat f) {
+  return f == WeightFormat::F8_E4M3_BLOCK128 ? 4 : f == WeightFormat::INT4_G32 ? 2 : 1;
+}
+
+uint64_t align256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Whether host memory is page-locked (the device may still be reading it after an async copy returns).
+bool page_locked(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) (void)cudaGetLastError();
+    if (status != cudaSuccess || device < 0 || device >= count)
+      fail("--backend cuda: no CUDA device {} on this machine ({})", device,
+           status != cudaSuccess ? cudaGetErrorString(status) : fmt::format("{} present", count));
+    bind();
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cudaDeviceGetAttribute(&max_shared_, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+    cudaDeviceProp props{};
+    check(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties");
+    description_ = fmt::format("cuda ({}, {:.0f} GiB, sm_{}{}, device {})", props.name, props.totalGlobalMem / double(1 << 30),
+                               props.major, props.minor, device);
+    fences_ = std::make_unique<cuda::FenceQueue>(stream_);
+  }
+
+  ~CudaBackend() override {  // waits for the stream (FenceQueue), releases the pins, then the rest
+    (void)cudaSetDevice(device_);
+    fences_.reset();
+    if (workspace_) (void)cudaFree(workspace_);
+    (void)cudaStreamDestroy(stream_);
+    (void)cudaGetLastError();
+  }
+
+  const char* name() const override { return "cuda"; }
+  std::string describe() const override { return description_; }
+  int threads() const override { return 1; }
+
+  // --- memory ---------------------------------------------------------------------------
+  std::unique_ptr<Buffer> allocate(uint64_t bytes) override {
+    bind();
+    return CudaBuffer::allocate(CudaBuffer::Kind::kDevice, bytes);
+  }
+  std::unique_ptr<Buffer> allocate_slots(uint64_t bytes) override {
+    bind();
+    return CudaBuffer::allocate(CudaBuffer::Kind::kSlots, bytes);
+  }
+  std::unique_ptr<Buffer> allocate_host(uint64_t bytes) override {
+    bind();
+    return CudaBuffer::allocate(CudaBuffer::Kind::kPinned, bytes);
+  }
+  std::unique_ptr<Buffer> wrap(std::byte* host, uint64_t bytes) override {
+    bind();
+    return CudaBuffer::wrap(host, bytes);
+  }
+
+  void upload(const void* src, Buffer& dst, uint64_t offset, uint64_t bytes) override {
+    const CudaBuffer& b = cuda::cuda_buffer(dst, "upload's destination");
+    in_range(b, offset, bytes, "upload");
+    if (bytes == 0) return;
+    if (b.host()) {  // host memory that ops in flight may read: write it once they are done
+      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+      fences_->drain();
+      std::memcpy(b.host() + offset, src, bytes);
+      if (b.kind() == CudaBuffer::Kind::kSlots)
+        check(cudaMemcpyAsync(b.device() + offset, b.host() + offset, bytes, cudaMemcpyHostToDevice, stream_),
+              "cudaMemcpyAsync (upload into the slot mirror)");
+      return;
+    }
+    // From pageable memory the copy is staged before the call returns; from page-locked memory
+    // it is not, and the caller may reuse src at once, so wait.
+    check(cudaMemcpyAsync(b.device() + offset, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (upload)");
+    if (page_locked(src)) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+  void upload_slot(const Buffer& staging, uint64_t staging_offset, Buffer& slots, uint64_t offset,
+                   uint64_t bytes) override {
+    const CudaBuffer& from = cuda::cuda_buffer(staging, "upload_slot's staging");
+    const CudaBuffer& to = cuda::cuda_buffer(slots, "upload_slot's slot pool");
+    in_range(from, staging_offset, bytes, "upload_slot");
+    in_range(to, offset, bytes, "upload_slot");
+    if (!from.host()) fail("cuda backend: upload_slot: the staging buffer is not host memory");
+    if (to.host()) {  // the mirror of a slot pool is refreshed when the expert is acquired
+      std::memcpy(to.host() + offset, from.host() + staging_offset, bytes);
+      return;
+    }
+    // The legacy default stream: it does not wait for the compute stream (non-blocking), and
+    // cudaMemcpy from pinned memory returns once the copy is complete.
+    bind();  // the reader's thread
+    check(cudaMemcpy(to.device() + offset, from.host() + staging_offset, bytes, cudaMemcpyHostToDevice),
+          "cudaMemcpy (upload_slot)");
+  }
+
+  void download(const Tensor& src, void* dst) override {
+    const std::byte* from = address(src, "download");
+    if (src.rows > 0 && src.cols > 0)
+      check(cudaMemcpy2DAsync(dst, src.cols * 4, from, src.stride * 4, src.cols * 4, src.rows, cudaMemcpyDefault, stream_),
+            "cudaMemcpy2DAsync (download)");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (download)");
+    fences_->drain();
+  }
+
+  void copy(const Tensor& src, const Tensor& dst) override {
+    if (src.rows != dst.rows || src.cols != dst.cols)
+      fail("cuda backend: copy of [{}, {}] into [{}, {}]", src.rows, src.cols, dst.rows, dst.cols);
+    if (src.rows == 0 || src.cols == 0) return;
+    const std::byte* from = address(src, "copy's source");
+    std::byte* to = address(dst, "copy's destination");
+    const uint64_t span_from = extent(src), span_to = extent(dst);
+    int64_t from_stride = src.stride;
+    if (from < to + span_to && to < from + span_from) {  // overlapping: through the workspace, densely
+      std::byte* dense = workspace(src.rows * src.cols * 4);
+      check(cudaMemcpy2DAsync(dense, src.cols * 4, from, src.stride * 4, src.cols * 4, src.rows, cudaMemcpyDefault, stream_),
+            "cudaMemcpy2DAsync (copy)");
+      from = dense, from_stride = src.cols;
+    }
+    check(cudaMemcpy2DAsync(to, dst.stride * 4, from, from_stride * 4, src.cols * 4, src.rows, cudaMemcpyDefault, stream_),
+          "cudaMemcpy2DAsync (copy)");
+  }
+
+  void fill(const Tensor& dst, float value) override {
+    check(cuda::launch_fill(f32(dst, "fill"), value, stream_), "fill kernel");
+  }
+
+  // --- commands ---------------------------------------------------------------------------
+  Fence commit() override {
+    fences_->poll();
+    return fences_->record();
+  }
+  void wait(Fence fence) override { fences_->wait(fence); }
+
+  // --- ops --------------------------------------------------------------------------------
+  void matmul(const Weight& w, const Tensor& x, const Tensor& y) override {
+    if (x.cols != w.cols || y.cols != w.rows || x.rows != y.rows)
+      fail("cuda backend: matmul of x [{}, {}] into y [{}, {}] by a weight [{}, {}]", x.rows, x.cols, y.rows, y.cols,
+           w.rows, w.cols);
+    cuda::MatmulArgs a;
+    a.w[0] = weight(w, "matmul");
+    a.in = f32(x, "matmul x"), a.out = f32(y, "matmul y");
+    a.n = x.rows;
+    check(cuda::launch_matmul(a, stream_), "matmul kernel");
+  }
+
+  void embed(const Weight& table, const Tensor& ids, const Tensor& out) override {
+    if (ids.cols != 1 || ids.rows != out.rows || out.cols != table.cols)
+      fail("cuda backend: embed of ids [{}, {}] into [{}, {}] from a table [{}, {}]", ids.rows, ids.cols, out.rows, out.cols,
+           table.rows, table.cols);
+    check(cuda::launch_embed(weight(table, "embed"), i32(ids, "embed ids"), f32(out, "embed out"), stream_), "embed kernel");
+  }
+
+  void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+    same_shape(x, out, "rmsnorm");
+    if (weight.cols != x.cols) fail("cuda backend: rmsnorm of [{}, {}] with a weight [1, {}]", x.rows, x.cols, weight.cols);
+    check(cuda::launch_rmsnorm(f32(x, "rmsnorm x"), f32(weight, "rmsnorm weight").p, eps, f32(out, "rmsnorm out"), stream_),
+          "rmsnorm kernel");
+  }
+
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    same_shape(a, b, "add");
+    same_shape(a, out, "add");
+    check(cuda::launch_add(f32(a, "add"), f32(b, "add"), f32(out, "add"), stream_), "add kernel");
+  }
+
+  void mul_sigmoid(const Tensor& x, const Tensor& gate, const Tensor& out) override {
+    same_shape(x, gate, "mul_sigmoid");
+    same_shape(x, out, "mul_sigmoid");
+    check(cuda::launch_mul_sigmoid(f32(x, "mul_sigmoid"), f32(gate, "mul_sigmoid"), f32(out, "mul_sigmoid"), stream_),
+          "mul_sigmoid kernel");
+  }
+
+  void gated(const GatedActivation& act, const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    same_shape(gate, up, "gated");
+    same_shape(gate, out, "gated");
+    check(cuda::launch_gated(act, f32(gate, "gated"), f32(up, "gated"), f32(out, "gated"), stream_), "gated kernel");
+  }
+
+  void rope(const Tensor& x, int64_t heads, int64_t head_dim, int64_t offset, const Tensor& inv_freq,
+            float attention_factor, int64_t start) override {
+    const int64_t half = inv_freq.cols;
+    if (heads * head_dim > x.cols || offset < 0 || offset + 2 * half > head_dim)
+      fail("cuda backend: rope of [{}, {}] as {} heads of {} from column {} with {} frequencies", x.rows, x.cols, heads,
+           head_dim, offset, half);
+    check(cuda::launch_rope(f32(x, "rope x"), heads, head_dim, offset, f32(inv_freq, "rope inv_freq").p, half,
+                            attention_factor, start, stream_),
+          "rope kernel");
+  }
+
+  void mla_attention(const MlaShape& s, const Weight& kv_b, const Tensor& q, const Tensor& cache_c,
+                     const Tensor& cache_pe, int64_t start, const Tensor& out) override {
+    const int64_t n = q.rows;
+    if (q.cols != s.heads * (s.nope + s.rope) || out.rows != n || out.cols != s.heads * s.v || cache_c.cols != s.kv_lora ||
+        cache_pe.cols != s.rope || cache_c.rows < start + n || cache_pe.rows < start + n ||
+        kv_b.rows != s.heads * (s.nope + s.v) || kv_b.cols != s.kv_lora || start < 0 || n > 65535)
+      fail("cuda backend: mla_attention shapes: q [{}, {}], out [{}, {}], caches [{}, {}] and [{}, {}], kv_b [{}, {}], start {}",
+           q.rows, q.cols, out.rows, out.cols, cache_c.rows, cache_c.cols, cache_pe.rows, cache_pe.cols, kv_b.rows,
+           kv_b.cols, start);
+    check(cuda::launch_mla_attention(s, weight(kv_b, "mla_attention kv_b"), f32(q, "mla_attention q"),
+                                     f32(cache_c, "mla_attention cache_c"), f32(cache_pe, "mla_attention cache_pe"), start,
+                                     f32(out, "mla_attention out"), stream_),
+          "mla_attention kernel");
+  }
+
+  void kda(const KdaArgs& a) override {
+    const int64_t n = a.q.rows, ch = a.heads * a.head_dim, hist = a.taps - 1;
+    auto shaped = [&](const Tensor& t, int64_t rows, int64_t cols) { return t.rows == rows && t.cols == cols; };
+    // The parameters as the CPU reads them: dense, of ch * taps, ch and heads elements whatever
+    // their shape ([ch, taps] or the loader's [1, ch * taps]).
+    auto dense = [](const Tensor& t, int64_t elements) { return t.dense() && t.elements() == elements; };
+    if (a.taps < 1 || !shaped(a.q, n, ch) || !shaped(a.k, n, ch) || !shaped(a.v, n, ch) || !shaped(a.beta, n, a.heads) ||
+        !shaped(a.decay, n, ch) || !dense(a.conv_q, ch * a.taps) || !dense(a.conv_k, ch * a.taps) ||
+        !dense(a.conv_v, ch * a.taps) || !dense(a.dt_bias, ch) || !dense(a.decay_rate, a.heads) ||
+        !shaped(a.window, 3 * hist, ch) || !shaped(a.state, ch, a.head_dim) || !shaped(a.out, n, ch))
+      fail("cuda backend: kda shapes do not match {} heads of {} over {} taps and {} tokens", a.heads, a.head_dim, a.taps, n);
+    if (a.head_dim > 1024 || cuda::kda_shared_bytes(a.head_dim) > static_cast<size_t>(max_shared_))
+      fail("cuda backend: kda head_dim {} needs {} of shared memory per block; this device has {}", a.head_dim,
+           human_bytes(cuda::kda_shared_bytes(a.head_dim)), human_bytes(max_shared_));
+    cuda::KdaViews v;
+    v.heads = a.heads, v.head_dim = a.head_dim, v.taps = a.taps;
+    v.gate_lower_bound = a.gate_lower_bound, v.norm_eps = a.norm_eps;
+    v.q = f32(a.q, "kda q"), v.k = f32(a.k, "kda k"), v.v = f32(a.v, "kda v");
+    v.beta = f32(a.beta, "kda beta"), v.decay = f32(a.decay, "kda decay");
+    auto conv = [&](const Tensor& t, const char* what) { return cuda::FMat{f32(t, what).p, ch, a.taps, a.taps}; };  // [ch, taps]
+    v.conv_q = conv(a.conv_q, "kda conv_q"), v.conv_k = conv(a.conv_k, "kda conv_k"), v.conv_v = conv(a.conv_v, "kda conv_v");
+    v.dt_bias = f32(a.dt_bias, "kda dt_bias").p, v.decay_rate = f32(a.decay_rate, "kda decay_rate").p;
+    v.window = f32(a.window, "kda window"), v.state = f32(a.state, "kda state"), v.out = f32(a.out, "kda out");
+    v.conv = reinterpret_cast<float*>(workspace(static_cast<uint64_t>(3 * n * ch) * 4));
+    check(cuda::launch_kda(v, stream_), "kda kernels");
+  }
+
+  void attn_res_mix(std::span<const Tensor> candidates, const Tensor& query, float eps, const Tensor& out) override {
+    if (candidates.size() > static_cast<size_t>(cuda::kMaxMixCandidates))
+      fail("cuda backend: attn_res_mix of {} candidates (at most {})", candidates.size(), cuda::kMaxMixCandidates);
+    if (query.cols != out.cols) fail("cuda backend: attn_res_mix of [{}, {}] with a query [1, {}]", out.rows, out.cols, query.cols);
+    cuda::MixCandidates c;
+    c.count = static_cast<int>(candidates.size());
+    for (int i = 0; i < c.count; ++i) {
+      same_shape(candidates[i], out, "attn_res_mix");
+      const cuda::FMat m = f32(candidates[i], "attn_res_mix candidate");
+      c.p[i] = m.p, c.stride[i] = m.stride;
+    }
+    check(cuda::launch_attn_res_mix(c, f32(query, "attn_res_mix query").p, eps, f32(out, "attn_res_mix out"), stream_),
+          "attn_res_mix kernel");
+  }
+
+  void route(const RouterSpec& spec, const Tensor& logits, const Tensor& bias, const Tensor& ids,
+             const Tensor& weights) override {
+    const int64_t groups = std::max<int64_t>(spec.n_group, 1), per = spec.experts / groups;
+    const int64_t open = spec.n_group > 1 ? spec.topk_group * per : spec.experts;
+    if (logits.cols != spec.experts || ids.rows != logits.rows || ids.cols != spec.top_k || weights.rows != logits.rows ||
+        weights.cols != spec.top_k || (bias.buffer && bias.cols != spec.experts) || spec.n_group < 1 || spec.n_group > 64 ||
+        spec.top_k < 1 || spec.top_k > cuda::kMaxRouteTopK || spec.top_k > open || spec.topk_group > spec.n_group)
+      fail("cuda backend: route of logits [{}, {}] to ids [{}, {}]: {} experts, top {} of {} groups' best {}", logits.rows,
+           logits.cols, ids.rows, ids.cols, spec.experts, spec.top_k, spec.n_group, spec.topk_group);
+    const float* b = bias.buffer ? f32(bias, "route bias").p : nullptr;
+    check(cuda::launch_route(spec, f32(logits, "route logits"), b, i32_out(ids, "route ids"), f32(weights, "route weights"),
+                             stream_),
+          "route kernel");
+  }
+
+  void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
+                      ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) override {
+    const int64_t n = x.rows, in = x.cols, k = ids.cols, count = static_cast<int64_t>(experts.size());
+    if (ids.rows != n || weights.rows != n || weights.cols != k || out.rows != n || out.cols != in || k > 64)
+      fail("cuda backend: routed_experts of x [{}, {}] into [{}, {}] with ids [{}, {}] and weights [{}, {}]", n, in, out.rows,
+           out.cols, ids.rows, ids.cols, weights.rows, weights.cols);
+    if (count == 0 && n > 0 && k > 0) fail("cuda backend: routed_experts: {} rows chose experts, but the list is empty", n);
+    for (int64_t i = 1; i < count; ++i)
+      if (experts[i] <= experts[i - 1]) fail("cuda backend: routed_experts: the expert list is not ascending and unique");
+    fences_->poll();
+    if (n == 0) return;
+    // Workspace: per slot (t, j) the activation [width] and the expert's output [in]; per expert
+    // its slot list [n] and count; the union itself.
+    const uint64_t hidden_bytes = align256(4 * n * k * width), y_bytes = align256(4 * n * k * in);
+    const uint64_t list_bytes = align256(4 * count * n), count_bytes = align256(4 * count);
+    std::byte* base = workspace(hidden_bytes + y_bytes + list_bytes + 2 * count_bytes);
+    float* hidden = reinterpret_cast<float*>(base);
+    float* y = reinterpret_cast<float*>(base + hidden_bytes);
+    int32_t* lists = reinterpret_cast<int32_t*>(base + hidden_bytes + y_bytes);
+    int32_t* counts = reinterpret_cast<int32_t*>(base + hidden_bytes + y_bytes + list_bytes);
+    int32_t* union_ids = reinterpret_cast<int32_t*>(base + hidden_bytes + y_bytes + list_bytes + count_bytes);
+
+    const cuda::IMat id = i32(ids, "routed_experts ids");
+    union_.assign(experts.begin(), experts.end());  // pageable: staged before cudaMemcpyAsync returns
+    if (count > 0)
+      check(cudaMemcpyAsync(union_ids, union_.data(), 4 * count, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (experts)");
+    check(cuda::launch_expert_slots(id, union_ids, count, lists, counts, stream_), "expert_slots kernel");
+
+    // Pins held past their expert's kernels, oldest first, each with the fence after those kernels
+    // (recorded only where the source cannot hold the whole union at once).
+    const int64_t keep = std::max<int64_t>(source.capacity() - 1, 0);
+    const bool bounded = keep < count;
+    std::deque<std::pair<Fence, std::shared_ptr<const void>>> held;
+    auto release_all = [&] {  // onto one fence after everything enqueued
+      cuda::FenceQueue::Pins pins;
+      for (auto& [fence, pin] : held) pins.push_back(std::move(pin));
+      held.clear();
+      fences_->record(std::move(pins));
+    };
+    try {
+      for (int64_t i = 0; i < count; ++i) {
+        while (static_cast<int64_t>(held.size()) > keep) {  // room for the next expert in the source
+          fences_->wait(held.front().first);
+          held.pop_front();
+        }
+        ExpertSource::Resident r = source.acquire(experts[i]);  // blocks until resident
+        held.emplace_back(0, std::move(r.pin));
+        const Weight &gate = r.proj[0], &up = r.proj[1], &down = r.proj[2];
+        if (gate.rows != width || gate.cols != in || up.rows != width || up.cols != in || down.rows != in ||
+            down.cols != width || up.format != gate.format)
+          fail("cuda backend: expert {}: projections [{}, {}], [{}, {}], [{}, {}] for width {} and input {}", experts[i],
+               gate.rows, gate.cols, up.rows, up.cols, down.rows, down.cols, width, in);
+        copy_expert_to_mirror(r.proj);
+        cuda::MatmulArgs a;  // gate and up of the rows that chose the expert, activated, per slot
+        a.w[0] = weight(gate, "expert gate"), a.w[1] = weight(up, "expert up"), a.nw = 2;
+        a.in = f32(x, "routed_experts x");
+        a.out = {hidden, n * k, width, width};
+        a.n = n, a.slots = lists + i * n, a.count = counts + i, a.k = k;
+        a.out_by_slot = true;
+        a.act = act;
+        check(cuda::launch_matmul(a, stream_), "expert gate/up kernel");
+        cuda::MatmulArgs d = a;  // down, per slot
+        d.w[0] = weight(down, "expert down"), d.nw = 1;
+        d.in = {hidden, n * k, width, width};
+        d.out = {y, n * k, in, in};
+        d.in_by_slot = true;
+        check(cuda::launch_matmul(d, stream_), "expert down kernel");
+        if (bounded) held.back().first = fences_->record();
+      }
+      check(cuda::launch_expert_combine(id, f32(weights, "routed_experts weights"), y, f32(out, "routed_experts out"), stream_),
+            "expert_combine kernel");
+    } catch (...) {
+      release_all();  // the pins of the experts already enqueued outlive their kernels
+      throw;
+    }
+    release_all();
+  }
+
+ private:
+  void bind() const { check(cudaSetDevice(device_), "cudaSetDevice"); }
+
+  // Bytes a tensor's rows span, from element [0, 0].
+  static uint64_t extent(const Tensor& t) {
+    return t.rows == 0 || t.cols == 0 ? 0 : static_cast<uint64_t>((t.rows - 1) * t.stride + t.cols) * 4;
+  }
+
+  static void in_range(const CudaBuffer& b, uint64_t offset, uint64_t bytes, const char* op) {
+    if (offset > b.bytes() || bytes > b.bytes() - offset)
+      fail("cuda backend: {} of bytes [{}, {}) of a {}-byte buffer", op, offset, offset + bytes, b.bytes());
+  }
+
+  static void same_shape(const Tensor& a, const Tensor& b, const char* op) {
+    if (a.rows != b.rows || a.cols != b.cols) fail("cuda backend: {} of [{}, {}] and [{}, {}]", op, a.rows, a.cols, b.rows, b.cols);
+  }
+
+  // The device address of a tensor's element [0, 0], checking that its rows lie in its buffer.
+  static std::byte* address(const Tensor& t, const char* what) {
+    if (!t.buffer) fail("cuda backend: {} has no buffer", what);
+    const CudaBuffer& b = cuda::cuda_buffer(*t.buffer, what);
+    if (t.stride < t.cols) fail("cuda backend: {} [{}, {}] has stride {}", what, t.rows, t.cols, t.stride);
+    in_range(b, t.offset, extent(t), what);
+    return b.device() + t.offset;
+  }
+
+  static cuda::FMat f32(const Tensor& t, const char* what) {
+    if (t.elem != Elem::F32) fail("cuda backend: {} must be fp32", what);
+    return {reinterpret_cast<float*>(address(t, what)), t.rows, t.cols, t.stride};
+  }
+
+  static cuda::Mat<int32_t> i32_out(const Tensor& t, const char* what) {
+    if (t.elem != Elem::I32) fail("cuda backend: {} must be int32", what);
+    return {reinterpret_cast<int32_t*>(address(t, what)), t.rows, t.cols, t.stride};
+  }
+  static cuda::IMat i32(const Tensor& t, const char* what) {
+    const cuda::Mat<int32_t> m = i32_out(t, what);
+    return {m.p, m.rows, m.cols, m.stride};
+  }
+
+  static cuda::WMat weight(const Weight& w, const char* what) {
+    if (!w.data) fail("cuda backend: {}: the weight has no data", what);
+    const bool quantized = scale_bytes(w) > 0;
+    if (quantized && !w.scales) fail("cuda backend: {}: a quantized weight without scales", what);
+    if (w.format == WeightFormat::MXFP4 && w.cols % 32 != 0) fail("cuda backend: {}: MXFP4 with {} columns", what, w.cols);
+    const CudaBuffer& data = cuda::cuda_buffer(*w.data, what);
+    in_range(data, w.data_offset, data_bytes(w), what);
+    cuda::WMat m{w.format, reinterpret_cast<const uint8_t*>(data.device() + w.data_offset), nullptr, w.rows, w.cols};
+    if (reinterpret_cast<uintptr_t>(m.data) % data_alignment(w.format) != 0)
+      fail("cuda backend: {}: weight data at an offset not aligned to its elements", what);
+    if (quantized) {
+      const CudaBuffer& scales = cuda::cuda_buffer(*w.scales, what);
+      in_range(scales, w.scales_offset, scale_bytes(w), what);
+      m.scales = reinterpret_cast<const uint8_t*>(scales.device() + w.scales_offset);
+      if (reinterpret_cast<uintptr_t>(m.scales) % scale_alignment(w.format) != 0)
+        fail("cuda backend: {}: weight scales at an offset not aligned to their elements", what);
+    }
+    return m;
+  }
+
+  // Device memory for one op's temporaries; growing waits for the stream (ops in flight may use
+  // the old block).
+  std::byte* workspace(uint64_t bytes) {
+    if (bytes > workspace_bytes_) {
+      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (workspace)");
+      fences_->drain();
+      if (workspace_) check(cudaFree(workspace_), "cudaFree (workspace)");
+      workspace_ = nullptr, workspace_bytes_ = 0;
+      const uint64_t size = std::max<uint64_t>(bytes, 1 << 20);
+      const cudaError_t status = cudaMalloc(&workspace_, size);
+      if (status != cudaSuccess) {
+        (void)cudaGetLastError();
+        workspace_ = nullptr;
+        fail("CUDA: out of device memory allocating a {}-byte workspace ({}): cudaMalloc: {}", size, human_bytes(size),
+             cudaGetErrorString(status));
+      }
+      workspace_bytes_ = size;
+    }
+    return static_cast<std::byte*>(workspace_);
+  }
+
+  // The expert's byte ranges that lie in a slot pool, from its pinned host memory into its device
+  // mirror, on the stream before the expert's kernels; adjacent ranges (one record) in one copy.
+  void copy_expert_to_mirror(const std::array<Weight, 3>& proj) {
+    struct Range {
+      const CudaBuffer* buffer;
+      uint64_t begin, end;
+    };
+    std::vector<Range> ranges;
+    auto add = [&](const Buffer* b, uint64_t offset, uint64_t bytes) {
+      const CudaBuffer* c = b ? &cuda::cuda_buffer(*b, "expert weight") : nullptr;
+      if (!c || c->kind() != CudaBuffer::Kind::kSlots || bytes == 0) return;
+      in_range(*c, offset, bytes, "expert weight");
+      ranges.push_back({c, offset, offset + bytes});
+    };
+    for (const Weight& w : proj) {
+      add(w.data, w.data_offset, data_bytes(w));
+      add(w.scales, w.scales_offset, scale_bytes(w));
+    }
+    std::sort(ranges.begin(), ranges.end(),
+              [](const Range& a, const Range& b) { return a.buffer != b.buffer ? a.buffer < b.buffer : a.begin < b.begin; });
+    constexpr uint64_t kGap = 64 << 10;  // padding between a record's parts is copied along
+    for (size_t i = 0; i < ranges.size();) {
+      Range r = ranges[i++];
+      while (i < ranges.size() && ranges[i].buffer == r.buffer && ranges[i].begin <= r.end + kGap)
+        r.end = std::max(r.end, ranges[i++].end);
+      check(cudaMemcpyAsync(r.buffer->device() + r.begin, r.buffer->host() + r.begin, r.end - r.begin,
+                            cudaMemcpyHostToDevice, stream_),
+            "cudaMemcpyAsync (expert into the slot mirror)");
+    }
+  }
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  int max_shared_ = 0;  // dynamic shared memory a block may opt in to
+  std::string description_;
+  std::unique_ptr<cuda::FenceQueue> fences_;
+  void* workspace_ = nullptr;
+  uint64_t workspace_bytes_ = 0;
+  std::vector<int32_t> union_;  // routed_experts' union, in pageable memory for its upload
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+bool cuda_device_present() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+}  // namespace deltafin

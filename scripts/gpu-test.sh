@@ -16,13 +16,11 @@ mkdir -p "$report"
 report=$(cd "$report" && pwd)
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DELTAFIN_TEXT_REF="$bundle/text-ref"
-# The test binary names its fixtures and the CLI by the paths of the build machine's clone.
+# The test binary names its fixtures and the CLI by the paths of the build machine's clone:
+# point it at this tree.
 mkdir -p build-cuda/tests
 cp "$bundle/deltafin" "$bundle/kernel_bench" build-cuda/ && cp "$bundle/deltafin_tests" build-cuda/tests/
-if [ "$(readlink -f /work/main 2>/dev/null)" != "$root" ]; then
-  if [ -e /work/main ]; then echo "/work/main exists and is not this tree: the tests' fixture paths would miss" >&2; exit 2
-  else mkdir -p /work && ln -s "$root" /work/main; fi
-fi
+export DELTAFIN_TEST_FIXTURES="$root/tests/fixtures" DELTAFIN_TEST_BINARY="$root/build-cuda/deltafin"
 bin=build-cuda/deltafin
 tests=build-cuda/tests/deltafin_tests
 md="$report/gpu-report.md"

@@ -22,66 +22,19 @@
 #include "cpu/mla_attention.hpp"
 #include "cpu/rope.hpp"
 #include "cpu/vec_ops.hpp"
+#include "backend_test_util.hpp"
 #include "random_weights.hpp"
 #include "test_util.hpp"
 
 using namespace deltafin;
 using deltafin::test::random_matrix;
 using deltafin::test::TestMatrix;
+using test::Device;
+using test::nmse;
+using test::random_floats;
+using test::same_bits;
 
 namespace {
-
-// Normalised mean squared error: sum (a - ref)^2 / sum ref^2.
-double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
-  REQUIRE(a.size() == ref.size());
-  double err = 0, norm = 1e-300;
-  for (size_t i = 0; i < a.size(); ++i) {
-    err += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
-    norm += double(ref[i]) * ref[i];
-  }
-  return err / norm;
-}
-
-std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
-}
-
-// Host data on a backend, and back.
-struct Device {
-  Backend& backend;
-  std::vector<std::unique_ptr<Buffer>> buffers;
-
-  Tensor tensor(int64_t rows, int64_t cols, const void* data = nullptr, Elem elem = Elem::F32) {
-    buffers.push_back(backend.allocate(static_cast<uint64_t>(rows * cols) * 4));
-    if (data) backend.upload(data, *buffers.back(), 0, static_cast<uint64_t>(rows * cols) * 4);
-    return Tensor::of(*buffers.back(), rows, cols, elem);
-  }
-  Tensor tensor(int64_t rows, int64_t cols, const std::vector<float>& v) { return tensor(rows, cols, v.data()); }
-  Weight weight(const TestMatrix& m) {
-    const WeightView v = m.view();
-    buffers.push_back(backend.allocate(m.data_bytes()));
-    backend.upload(v.data, *buffers.back(), 0, m.data_bytes());
-    Weight w{v.format, v.rows, v.cols, buffers.back().get(), 0, nullptr, 0};
-    if (m.scale_bytes()) {
-      buffers.push_back(backend.allocate(m.scale_bytes()));
-      backend.upload(v.scales, *buffers.back(), 0, m.scale_bytes());
-      w.scales = buffers.back().get();
-    }
-    return w;
-  }
-  std::vector<float> get(const Tensor& t) {
-    std::vector<float> v(t.rows * t.cols);
-    backend.download(t, v.data());
-    return v;
-  }
-};
 
 // Every backend this build has, for the harness: the CPU, and CUDA where the build has it and a
 // device is present (Metal joins here when compiled).
@@ -443,7 +396,7 @@ TEST_CASE("backend memory ops: upload, download, copy and fill round-trip exactl
 // buffers at load, is the one file allowed host addresses.
 TEST_CASE("src/model holds no activation arithmetic: no host address of a tensor outside the spine loader", "[backend-ops]") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(DELTAFIN_FIXTURES).parent_path().parent_path() / "src" / "model";
+  const fs::path dir = fs::path(deltafin::test::fixtures_dir()).parent_path().parent_path() / "src" / "model";
   REQUIRE(fs::is_directory(dir));
   int files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {

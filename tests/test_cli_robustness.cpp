@@ -51,7 +51,7 @@ void expect_one_line(const deltafin::test::CommandResult& r, const std::vector<s
 // prefix (ulimit), on the SIMD target the test process dispatches to.
 deltafin::test::CommandResult run_limited(const std::string& shell_prefix, const std::string& args) {
   return run_command("bash -c '" + shell_prefix + " DELTAFIN_SIMD=" + deltafin::cpu::simd_current() +
-                     " exec timeout 60 " + DELTAFIN_BINARY + " " + args + "'");
+                     " exec timeout 60 " + deltafin::test::binary() + " " + args + "'");
 }
 
 }  // namespace
@@ -143,7 +143,7 @@ TEST_CASE("a spine tensor that cannot be allocated is named", "[bad-input]") {
 
 // Issue 12, item 6: output that does not reach stdout is an error.
 TEST_CASE("a full stdout is an error naming stdout", "[bad-input]") {
-  const std::string bin = std::string("DELTAFIN_SIMD=") + deltafin::cpu::simd_current() + " " + DELTAFIN_BINARY;
+  const std::string bin = std::string("DELTAFIN_SIMD=") + deltafin::cpu::simd_current() + " " + deltafin::test::binary();
   for (const std::string& command : {bin + " run -p def -n 8", bin + " inspect", "echo hello | " + bin + " tokenize"}) {
     CAPTURE(command);
     // stderr to the captured pipe, stdout to the full device
@@ -155,7 +155,7 @@ TEST_CASE("with SIGPIPE ignored, run stops when its reader goes away", "[bad-inp
   const fs::path err = fs::temp_directory_path() / ("deltafin-epipe-" + std::to_string(::getpid()));
   // 20,000 tokens would take half a minute; the reader leaves after 10 bytes.
   const auto r = run_command("bash -c 'trap \"\" PIPE; DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " timeout 60 " +
-                             DELTAFIN_BINARY + " run -p def -n 20000 --ignore-eos --past-context 2>" + err.string() +
+                             deltafin::test::binary() + " run -p def -n 20000 --ignore-eos --past-context 2>" + err.string() +
                              " | head -c 10 >/dev/null; exit ${PIPESTATUS[0]}'");
   const auto message = run_command("cat " + err.string());
   fs::remove(err);
@@ -215,7 +215,7 @@ TEST_CASE("an eos_token_id outside the vocabulary is refused", "[bad-input]") {
 TEST_CASE("memory that cannot hold the spine, or a --cache-gb that does not fit, is refused; a default budget is lowered", "[bad-input]") {
   const std::string simd = "DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " ";
   const auto run = [&](const std::string& env, const std::string& args) {
-    return run_command(env + " " + simd + DELTAFIN_BINARY + " " + args);
+    return run_command(env + " " + simd + deltafin::test::binary() + " " + args);
   };
   expect_one_line(run("DELTAFIN_MEMORY_GB=0.03", "run -p def -n 2 --ids"),
                   {"default-draft: the model's spine (8.2 MB)", "do not fit in the 30.0 MB free (DELTAFIN_MEMORY_GB)"});

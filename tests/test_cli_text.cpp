@@ -25,7 +25,7 @@ namespace {
 const std::string kModel = deltafin::test::fixture("k2_tiny");
 
 std::string stdout_of(const std::string& args, const std::string& producer = "") {
-  const std::string cmd = (producer.empty() ? "" : producer + " | ") + std::string(DELTAFIN_BINARY) + " " + args + " 2>/dev/null";
+  const std::string cmd = (producer.empty() ? "" : producer + " | ") + deltafin::test::binary() + " " + args + " 2>/dev/null";
   std::string out;
   FILE* pipe = popen(cmd.c_str(), "r");
   char buf[4096];
@@ -121,7 +121,7 @@ std::pair<int, std::string> run_interrupted(std::vector<std::string> args) {
   if (child == 0) {
     freopen("/dev/null", "w", stdout);
     freopen(err.c_str(), "w", stderr);
-    execv(DELTAFIN_BINARY, argv.data());
+    execv(deltafin::test::binary().c_str(), argv.data());
     _exit(127);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
@@ -157,7 +157,7 @@ TEST_CASE("Ctrl-C during prefill: the receipt counts the positions appended, not
 }
 
 TEST_CASE("the version line names the SIMD target; DELTAFIN_SIMD forces one and refuses unknown names", "[cli-text]") {
-  const std::string binary = DELTAFIN_BINARY;
+  const std::string binary = deltafin::test::binary();
   const auto plain = test::run_command("env -u DELTAFIN_SIMD " + binary + " --version");
   CHECK(plain.exit_code == 0);
   const std::string best = cpu::simd_available().front();

@@ -18,12 +18,17 @@
 #include "cpu/matmul.hpp"
 #include "cpu/mla_attention.hpp"
 #include "cpu/vec_ops.hpp"
+#include "backend_test_util.hpp"
 #include "random_weights.hpp"
 #include "util/error.hpp"
 
 using namespace deltafin;
 using deltafin::test::random_matrix;
 using deltafin::test::TestMatrix;
+using test::Device;
+using test::nmse;
+using test::random_floats;
+using test::same_bits;
 
 namespace {
 
@@ -39,57 +44,6 @@ std::unique_ptr<Backend> cuda_or_skip() {
   }
   return make_cuda_backend();
 }
-
-std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
-double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
-  REQUIRE(a.size() == ref.size());
-  double err = 0, norm = 1e-300;
-  for (size_t i = 0; i < a.size(); ++i) {
-    err += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
-    norm += double(ref[i]) * ref[i];
-  }
-  return err / norm;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
-}
-
-// Host data on a backend, and back.
-struct On {
-  Backend& backend;
-  std::vector<std::unique_ptr<Buffer>> buffers;
-
-  Tensor tensor(int64_t rows, int64_t cols, const void* data = nullptr, Elem elem = Elem::F32) {
-    buffers.push_back(backend.allocate(static_cast<uint64_t>(rows * cols) * 4));
-    if (data) backend.upload(data, *buffers.back(), 0, static_cast<uint64_t>(rows * cols) * 4);
-    return Tensor::of(*buffers.back(), rows, cols, elem);
-  }
-  Tensor tensor(int64_t rows, int64_t cols, const std::vector<float>& v) { return tensor(rows, cols, v.data()); }
-  Weight weight(const TestMatrix& m) {
-    const WeightView v = m.view();
-    buffers.push_back(backend.allocate(m.data_bytes()));
-    backend.upload(v.data, *buffers.back(), 0, m.data_bytes());
-    Weight w{v.format, v.rows, v.cols, buffers.back().get(), 0, nullptr, 0};
-    if (m.scale_bytes()) {
-      buffers.push_back(backend.allocate(m.scale_bytes()));
-      backend.upload(v.scales, *buffers.back(), 0, m.scale_bytes());
-      w.scales = buffers.back().get();
-    }
-    return w;
-  }
-  std::vector<float> get(const Tensor& t) {
-    std::vector<float> v(t.rows * t.cols);
-    backend.download(t, v.data());
-    return v;
-  }
-};
 
 using Expert = std::array<TestMatrix, 3>;  // gate [width, in], up [width, in], down [in, width]
 
@@ -120,7 +74,7 @@ std::vector<float> experts_ref(const std::vector<Expert>& experts, const std::ve
 // counted, and the most pins held at an acquire recorded.
 class CountedExperts final : public ExpertSource {
  public:
-  CountedExperts(On& on, const std::vector<Expert>& host, int64_t slots = 0)
+  CountedExperts(Device& on, const std::vector<Expert>& host, int64_t slots = 0)
       : slots(slots > 0 ? slots : static_cast<int64_t>(host.size())) {
     for (const Expert& e : host) device.push_back({on.weight(e[0]), on.weight(e[1]), on.weight(e[2])});
   }
@@ -148,7 +102,7 @@ TEST_CASE("cuda backend: fences pass in order, and wait() returns after the work
   if (!b) return;
   CHECK(std::string(b->name()) == "cuda");
   CHECK(b->threads() == 1);
-  On on{*b, {}};
+  Device on{*b, {}};
   std::mt19937 rng(21);
   const int64_t n = 64, cols = 3000;
   const auto a = random_floats(n * cols, rng);
@@ -174,7 +128,7 @@ TEST_CASE("cuda backend: fences pass in order, and wait() returns after the work
 TEST_CASE("cuda backend: wrap() lets ops read and write host memory in place", "[cuda]") {
   auto b = cuda_or_skip();
   if (!b) return;
-  On on{*b, {}};
+  Device on{*b, {}};
   std::mt19937 rng(22);
   const int64_t n = 5, rows = 70, cols = 256;
   const TestMatrix m = random_matrix(WeightFormat::BF16, rows, cols, rng);
@@ -205,7 +159,7 @@ TEST_CASE("cuda backend: wrap() lets ops read and write host memory in place", "
 TEST_CASE("cuda backend: experts in the slot pool are copied to the device at every use", "[cuda]") {
   auto b = cuda_or_skip();
   if (!b) return;
-  On on{*b, {}};
+  Device on{*b, {}};
   std::mt19937 rng(23);
   const int64_t n = 3, k = 1, in = 128, width = 64;
   constexpr uint64_t kPart = 64 << 10;  // each matrix's data and scales at their own 64 KiB offset
@@ -254,7 +208,7 @@ TEST_CASE("cuda backend: experts in the slot pool are copied to the device at ev
 TEST_CASE("cuda backend: expert pins are held until the kernels that read them have completed", "[cuda]") {
   auto b = cuda_or_skip();
   if (!b) return;
-  On on{*b, {}};
+  Device on{*b, {}};
   std::mt19937 rng(24);
   const int64_t n = 4, k = 2, in = 2048, width = 1024;
   std::vector<Expert> host;
@@ -276,7 +230,7 @@ TEST_CASE("cuda backend: expert pins are held until the kernels that read them h
 TEST_CASE("cuda backend: a source that holds fewer experts than the union gets at most capacity - 1 pins held", "[cuda]") {
   auto b = cuda_or_skip();
   if (!b) return;
-  On on{*b, {}};
+  Device on{*b, {}};
   std::mt19937 rng(29);
   const int64_t n = 6, k = 2, in = 512, width = 256;
   std::vector<Expert> host;
@@ -314,7 +268,7 @@ TEST_CASE("cuda backend: failures are one-line deltafin::Errors naming what fail
   auto cpu = make_cpu_backend(1);
   const auto foreign = cpu->allocate(64);
   CHECK_THROWS_WITH(b->fill(Tensor::of(*foreign, 4, 4), 1.0f), Catch::Contains("another backend"));
-  On on{*b, {}};
+  Device on{*b, {}};
   const Tensor small = on.tensor(2, 8);
   CHECK_THROWS_WITH(b->add(small, small.col_range(0, 4), small), Catch::Contains("add of [2, 8] and [2, 4]"));
   // The backend is still usable after each of these.
@@ -325,7 +279,7 @@ TEST_CASE("cuda backend: failures are one-line deltafin::Errors naming what fail
 TEST_CASE("cuda backend: matmul and routed_experts rows are batch invariant across tiles and slabs", "[cuda]") {
   auto b = cuda_or_skip();
   if (!b) return;
-  On on{*b, {}};
+  Device on{*b, {}};
   std::mt19937 rng(25);
   // 1120 columns: slabs of every format's chunks end part-way; 37 columns (not MXFP4): rows that
   // are not 16-byte aligned, read element by element.
@@ -398,7 +352,7 @@ TEST_CASE("cuda backend: route chooses exactly the CPU's experts at K2 and group
     std::vector<std::vector<int32_t>> got_ids;
     std::vector<std::vector<float>> got_weights;
     for (Backend* backend : {cpu.get(), b.get()}) {
-      On on{*backend, {}};
+      Device on{*backend, {}};
       const Tensor ids = on.tensor(n, spec.top_k, nullptr, Elem::I32), w = on.tensor(n, spec.top_k);
       backend->route(spec, on.tensor(n, spec.experts, logits), on.tensor(1, spec.experts, bias), ids, w);
       got_ids.emplace_back(n * spec.top_k);
@@ -414,7 +368,7 @@ TEST_CASE("cuda backend: route chooses exactly the CPU's experts at K2 and group
 TEST_CASE("cuda backend: MLA over several softmax tiles and a 128-dim KDA state against the twins", "[cuda]") {
   auto b = cuda_or_skip();
   if (!b) return;
-  On on{*b, {}};
+  Device on{*b, {}};
   std::mt19937 rng(27);
   {  // K2's head shape; contexts of 301 to 303 positions: two tiles of the online softmax
     const MlaShape s{4, 128, 64, 128, 512, 0.07f};
@@ -478,7 +432,7 @@ TEST_CASE("cuda backend: copy within one row between overlapping views equals th
   auto cpu = make_cpu_backend(1);
   std::vector<std::vector<float>> results;
   for (Backend* backend : {cpu.get(), b.get()}) {
-    On on{*backend, {}};
+    Device on{*backend, {}};
     const Tensor t = on.tensor(1, 40, v);
     backend->copy(t.col_range(0, 30), t.col_range(7, 30));
     results.push_back(on.get(t));

@@ -16,7 +16,7 @@ using namespace deltafin;
 
 namespace {
 
-const std::string kModel = std::string(DELTAFIN_FIXTURES) + "/../../models/default";
+const std::string kModel = deltafin::test::fixtures_dir() + "/../../models/default";
 
 }  // namespace
 

@@ -32,13 +32,13 @@ const std::string kModel = deltafin::test::fixture("k2_tiny");
 }  // namespace
 
 TEST_CASE("logits --out /dev/stdout writes into the pipe and leaves /dev/stdout alone", "[bad-input]") {
-  const auto r = run_command("bash -c '" + std::string(DELTAFIN_BINARY) + " logits -m " + kModel +
+  const auto r = run_command("bash -c '" + deltafin::test::binary() + " logits -m " + kModel +
                              " --tokens 1,2 --out /dev/stdout | head -c 6 | od -An -c'");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("N   U   M   P   Y") != std::string::npos);
   CHECK(fs::is_symlink("/dev/stdout"));
-  const auto dash = run_command("bash -c '" + std::string(DELTAFIN_BINARY) + " logits -m " + kModel +
+  const auto dash = run_command("bash -c '" + deltafin::test::binary() + " logits -m " + kModel +
                                 " --tokens 1,2 --out - | head -c 6 | od -An -c'");
   CHECK(dash.output.find("N   U   M   P   Y") != std::string::npos);
 }

@@ -61,7 +61,7 @@ struct Bench {
 test::CommandResult run_stdout(const std::string& args, std::string* err = nullptr) {
   const std::string err_path = (fs::temp_directory_path() / ("deltafin-err-" + std::to_string(::getpid()))).string();
   test::CommandResult r;
-  FILE* pipe = popen((std::string(DELTAFIN_BINARY) + " " + args + " 2>" + err_path).c_str(), "r");
+  FILE* pipe = popen((deltafin::test::binary() + " " + args + " 2>" + err_path).c_str(), "r");
   REQUIRE(pipe);
   char buf[4096];
   size_t n;
@@ -359,7 +359,7 @@ TEST_CASE("place: a second place of the same manifest while one runs is refused 
   Bench b("k2_tiny");
   const std::string manifest = b.path("locked.json");
   // Another process holds the lock (util-linux flock), as a running `deltafin place` would.
-  const auto r = deltafin::test::run_command("flock " + manifest + ".lock " + std::string(DELTAFIN_BINARY) + " place -m " +
+  const auto r = deltafin::test::run_command("flock " + manifest + ".lock " + deltafin::test::binary() + " place -m " +
                                              b.model + " --out " + manifest + " --drive " + b.drive(0));
   INFO(r.output);
   CHECK(r.exit_code == 1);

@@ -134,7 +134,7 @@ TEST_CASE("speculative greedy = plain greedy on 50 prompts: Kimi K3 (KDA state r
 }
 
 TEST_CASE("speculative greedy = plain greedy on 50 prompts: the bundled model with its bundled draft", "[speculative]") {
-  const std::string models = std::string(DELTAFIN_FIXTURES) + "/../../models/";
+  const std::string models = deltafin::test::fixtures_dir() + "/../../models/";
   auto target = open(models + "default");
   auto ngram = make_ngram_drafter();
   auto model = make_model_drafter(open(models + "default-draft"), SamplerOptions{});

@@ -65,7 +65,18 @@ void for_each_backend_and_target(Body&& body) {
   }
 }
 
-inline std::string fixture(const std::string& name) { return std::string(DELTAFIN_FIXTURES) + "/" + name; }
+// The fixtures directory and the deltafin binary: where this build put them, unless
+// DELTAFIN_TEST_FIXTURES / DELTAFIN_TEST_BINARY say otherwise (a build carried to another machine).
+inline const std::string& fixtures_dir() {
+  static const std::string dir = std::getenv("DELTAFIN_TEST_FIXTURES") ? std::getenv("DELTAFIN_TEST_FIXTURES") : DELTAFIN_FIXTURES;
+  return dir;
+}
+inline const std::string& binary() {
+  static const std::string bin = std::getenv("DELTAFIN_TEST_BINARY") ? std::getenv("DELTAFIN_TEST_BINARY") : DELTAFIN_BINARY;
+  return bin;
+}
+
+inline std::string fixture(const std::string& name) { return fixtures_dir() + "/" + name; }
 
 struct Golden {
   std::vector<int32_t> prompt, generated;
@@ -123,7 +134,7 @@ inline CommandResult run_command(const std::string& command) {
 // Runs `deltafin <args>`, capturing stdout + stderr, on the SIMD target the test process
 // dispatches to.
 inline CommandResult run_deltafin(const std::string& args) {
-  return run_command("DELTAFIN_SIMD=" + cpu::simd_current() + " " + std::string(DELTAFIN_BINARY) + " " + args);
+  return run_command("DELTAFIN_SIMD=" + cpu::simd_current() + " " + binary() + " " + args);
 }
 
 // A private copy of a fixture directory that a test may damage; removed afterwards.

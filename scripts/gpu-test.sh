@@ -19,7 +19,7 @@ export DELTAFIN_TEXT_REF="$bundle/text-ref"
 # The test binary names its fixtures and the CLI by the paths of the build machine's clone:
 # point it at this tree.
 mkdir -p build-cuda/tests
-cp "$bundle/deltafin" "$bundle/kernel_bench" build-cuda/ && cp "$bundle/deltafin_tests" build-cuda/tests/
+cp "$bundle/deltafin" "$bundle/kernel_bench" "$bundle/cuda_expert_bench" build-cuda/ && cp "$bundle/deltafin_tests" build-cuda/tests/
 export DELTAFIN_TEST_FIXTURES="$root/tests/fixtures" DELTAFIN_TEST_BINARY="$root/build-cuda/deltafin"
 bin=build-cuda/deltafin
 tests=build-cuda/tests/deltafin_tests
@@ -93,6 +93,33 @@ same_ids() {
   done
 }
 step cpu-cuda-ids same_ids
+
+# The benchmark at K3's real shapes (skipped with GPU_TEST_BENCH=0): the expert op against the
+# read ceiling, and decode steps of the K3-shaped model (tools/make_synthetic_k3.py --preset k3,
+# ~16 GB, written to K3_MODEL or /tmp/k3-real) cold (a cache too small to keep a token's experts:
+# every expert is read and copied) and warm (a cache holding every expert, filled by the prompt),
+# with the device time per op category (DELTAFIN_DEVICE_PROFILE=1); summarised with the
+# projection for the full K3 by k3-public-bench/summarize_cuda_bench.py into cuda-bench.md.
+if [ "${GPU_TEST_BENCH:-1}" = 1 ]; then
+  step expert-bench build-cuda/cuda_expert_bench 9 128
+  model=${K3_MODEL:-/tmp/k3-real}
+  [ -f "$model/config.json" ] || step make-k3-model python3 tools/make_synthetic_k3.py "$model" --preset k3 --force
+  disk_ceiling() {  # O_DIRECT sequential read of the largest shard
+    local shard; shard=$(ls -S "$model"/*.safetensors | head -1)
+    dd if="$shard" of=/dev/null bs=64M iflag=direct 2>&1 | tail -1
+  }
+  step disk-ceiling disk_ceiling
+  prompt=$(seq -s, 5 68)
+  k3_run() {  # k3_run NAME CACHE_GB TOKENS
+    DELTAFIN_DEVICE_PROFILE=1 "$bin" run --backend cuda -m "$model" --tokens "$3" -n 8 --ids --ignore-eos --draft off \
+      --cache-gb "$2" --stats-json "$report/k3-$1.json" --stats
+  }
+  step k3-cold k3_run cold 0.6 1
+  step k3-warm k3_run warm 12 "$prompt"
+  step k3-cpu-ids "$bin" run --backend cpu -m "$model" --tokens 1 -n 8 --ids --ignore-eos --draft off --cache-gb 0.6 \
+    --stats-json "$report/k3-cpu.json"
+  step bench-summary python3 k3-public-bench/summarize_cuda_bench.py "$report" "$report/cuda-bench.md"
+fi
 
 echo >> "$md"
 [ $failed = 0 ] && echo "All steps passed." >> "$md" || echo "Some steps FAILED: see the logs next to this file." >> "$md"

@@ -24,6 +24,11 @@ kv_lora = hidden/8, dense width = 2*hidden):
          ~20 s to write on 2 cores
   small  hidden 256, 5 layers (4 MoE), 32 experts top-8, expert width 128 x latent 128:
          26,112 B a routed expert, 3.3 MB of routed experts, 10 MB in all, vocab 1024
+  k3     K3's real per-layer shapes (hidden 7168; 96 heads of 128 for KDA and MLA, q_lora 1536,
+         kv_lora 512, rope 64; dense width 33792; expert width 3072 x latent 3584, 17,547,264 B a
+         routed expert; 2 shared experts) with 5 layers (4 MoE; MLA at 1-based 4 and 5), 128
+         experts top-16 and vocab 32768 (the real one is 163840): 9.0 GB of routed experts,
+         ~16 GB in all (the CUDA benchmark's model, scripts/gpu-test.sh)
 
 Usage: python3 tools/make_synthetic_k3.py OUT_DIR [--preset bench|small] [--layers N] [--hidden H]
            [--experts E] [--top-k K] [--moe-inter I] [--vocab V] [--seed S] [--force]
@@ -41,6 +46,8 @@ from safetensors_writer import ITEMSIZE, Lazy, bf16, bf16_bits, write_json, writ
 PRESETS = {
     "bench": dict(layers=9, hidden=2048, head_dim=128, experts=256, top_k=16, moe_inter=768, vocab=16384),
     "small": dict(layers=5, hidden=256, head_dim=32, experts=32, top_k=8, moe_inter=128, vocab=1024),
+    "k3": dict(layers=5, hidden=7168, head_dim=128, experts=128, top_k=16, moe_inter=3072, vocab=32768,
+               exact=dict(heads=96, q_lora=1536, kv_lora=512, inter=33792)),
 }
 E2M1_MEAN_SQUARE = (0 + 0.25 + 1 + 2.25 + 4 + 9 + 16 + 36) / 8  # uniform random codes, either sign
 QUANT = {
@@ -59,6 +66,7 @@ def dims(a):
     h, hd = a.hidden, a.head_dim
     d = dict(h=h, hd=hd, heads=max(1, h // hd), latent=h // 2, q_lora=h // 4, kv_lora=h // 8, nope=hd,
              rope=hd // 2, v=hd, inter=2 * h, shared=2)
+    d.update(getattr(a, "exact", None) or {})  # a preset's real shapes where they differ from the rule
     for name, value in (("routed_expert_hidden_size (hidden/2)", d["latent"]), ("--moe-inter", a.moe_inter)):
         if value <= 0 or value % 32:
             sys.exit(f"error: {name} = {value} must be a positive multiple of 32 (MXFP4 groups of 32)")

@@ -71,6 +71,10 @@ struct EngineStats {
   uint64_t prefetch_used = 0;
   uint64_t prefetch_bytes = 0;
   double io_wait_seconds = 0;       // compute waiting for expert reads
+  // Device time (CUDA with DELTAFIN_DEVICE_PROFILE=1; else all 0): the spine's ops, the expert
+  // op's kernels, and the copies of expert records into device memory.
+  double device_spine_seconds = 0, device_expert_seconds = 0, device_upload_seconds = 0;
+  uint64_t device_upload_bytes = 0;
   std::string expert_source;        // placement manifest path, or "shards"
   std::vector<DriveReport> drives;
 };

@@ -67,6 +67,15 @@ struct KdaArgs {
   Tensor out;                     // [n, ch] the delta rule's output, before o_norm
 };
 
+// Where a device backend's time went (Backend::times()), measured only when asked for: on CUDA
+// with DELTAFIN_DEVICE_PROFILE=1 (an event pair around each op; the copies timed on the host).
+struct DeviceTimes {
+  double spine_seconds = 0;   // ops other than the expert op
+  double expert_seconds = 0;  // the expert op's kernels
+  double upload_seconds = 0;  // upload_slot copies (on the readers' threads, overlapping the rest)
+  uint64_t upload_bytes = 0;
+};
+
 class Backend {
  public:
   using Fence = uint64_t;
@@ -76,12 +85,14 @@ class Backend {
   // What runs the ops, for the receipt: "cpu (AVX3_DL, 2 threads)", "cuda (NVIDIA H200, ...)".
   virtual std::string describe() const { return name(); }
   virtual int threads() const = 0;
+  // Device time so far, for the receipt; all 0 where not measured (the CPU backend).
+  virtual DeviceTimes times() const { return {}; }
 
   // --- memory ---------------------------------------------------------------------------
   virtual std::unique_ptr<Buffer> allocate(uint64_t bytes) = 0;
-  // The expert slot pool, allocated once: 2 MiB-aligned memory the host writes (O_DIRECT reads
-  // land in it) and ops read. CPU: host memory; Metal: one shared-storage buffer; CUDA: pinned
-  // host slots behind device slots.
+  // The expert slot pool, allocated once, 2 MiB-aligned, which ops read. CPU: host memory that
+  // O_DIRECT reads land in; Metal: one shared-storage buffer; CUDA: device memory (the VRAM
+  // expert cache; host() is null, so reads land in allocate_host staging slots first).
   virtual std::unique_ptr<Buffer> allocate_slots(uint64_t bytes) = 0;
   // Host memory the device copies from fastest (pinned on CUDA), 2 MiB-aligned: where expert
   // reads land before upload_slot() when the slot pool is not host-visible.

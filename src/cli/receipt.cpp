@@ -58,6 +58,9 @@ void print_receipt(const Engine& engine, const RunReport& r) {
   if (s.prefetch_reads)
     std::fprintf(stderr, "prefetch  %" PRIu64 " reads (%.4f GB), %" PRIu64 " used (%.1f%%)\n", s.prefetch_reads,
                  s.prefetch_bytes / kGB, s.prefetch_used, 100.0 * s.prefetch_used / s.prefetch_reads);
+  if (s.device_spine_seconds > 0 || s.device_expert_seconds > 0)
+    std::fprintf(stderr, "device    %.4f s spine ops, %.4f s expert kernels; %.4f GB copied into device memory in %.4f s\n",
+                 s.device_spine_seconds, s.device_expert_seconds, s.device_upload_bytes / kGB, s.device_upload_seconds);
   for (size_t d = 0; d < s.drives.size(); ++d) {
     const DriveReport& dr = s.drives[d];
     std::fprintf(stderr, "drive %zu   %.4f GB in %" PRIu64 " reads, %.2f GB/s while busy (%.3f s)%s  %s\n", d,
@@ -88,8 +91,11 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       "  \"prefill\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"
       "  \"decode\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"
       "  \"experts\": {{\"source\": {}, \"bytes_read\": {}, \"reads\": {}, \"hits\": {}, \"runs\": {}, \"selections\": {}, "
-      "\"repeat_reads_in_pass\": {}, \"io_wait_seconds\": {:.6f}, \"prefetch_reads\": {}, \"prefetch_used\": {}, "
+      "\"repeat_reads_in_pass\": {}, \"io_wait_seconds\": {:.6f}, \"decode_io_wait_seconds\": {:.6f}, \"prefetch_reads\": {}, \"prefetch_used\": {}, "
       "\"prefetch_bytes\": {}}},\n"
+      "  \"device\": {{\"spine_seconds\": {:.6f}, \"expert_seconds\": {:.6f}, \"upload_seconds\": {:.6f}, "
+      "\"upload_bytes\": {}, \"decode_spine_seconds\": {:.6f}, \"decode_expert_seconds\": {:.6f}, "
+      "\"decode_upload_seconds\": {:.6f}, \"decode_upload_bytes\": {}}},\n"
       "  \"memory\": {{\"peak_rss\": {}, \"spine\": {}, \"expert_peak\": {}, \"budget\": {}, \"state\": {}, "
       "\"state_per_position\": {}}},\n"
       "  \"drives\": [{}\n  ],\n"
@@ -100,7 +106,12 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       r.at_decode_start.expert_bytes_read, r.decode_tokens, r.decode_seconds,
       s.expert_bytes_read - r.at_decode_start.expert_bytes_read, json_string(s.expert_source), s.expert_bytes_read,
       s.expert_misses, s.expert_hits, s.expert_runs, s.expert_selections, s.repeat_reads_in_pass, s.io_wait_seconds,
-      s.prefetch_reads, s.prefetch_used, s.prefetch_bytes, peak_rss_bytes(), engine.summary().spine_bytes,
+      s.io_wait_seconds - r.at_decode_start.io_wait_seconds,
+      s.prefetch_reads, s.prefetch_used, s.prefetch_bytes, s.device_spine_seconds, s.device_expert_seconds,
+      s.device_upload_seconds, s.device_upload_bytes, s.device_spine_seconds - r.at_decode_start.device_spine_seconds,
+      s.device_expert_seconds - r.at_decode_start.device_expert_seconds,
+      s.device_upload_seconds - r.at_decode_start.device_upload_seconds,
+      s.device_upload_bytes - r.at_decode_start.device_upload_bytes, peak_rss_bytes(), engine.summary().spine_bytes,
       s.peak_cache_bytes, s.cache_budget_bytes, r.state_bytes, engine.summary().state_bytes_per_position, drives, json_string(r.drafter), r.speculative.steps,
       r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
       r.speculative.probes, r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,

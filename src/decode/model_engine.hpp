@@ -197,6 +197,9 @@ class ModelEngine final : public Engine {
     out.prefetch_used = s.prefetch_used;
     out.prefetch_bytes = s.prefetch_bytes;
     out.io_wait_seconds = s.wait_seconds;
+    const DeviceTimes t = backend_->times();
+    out.device_spine_seconds = t.spine_seconds, out.device_expert_seconds = t.expert_seconds;
+    out.device_upload_seconds = t.upload_seconds, out.device_upload_bytes = t.upload_bytes;
     out.expert_source = expert_source_;
     for (const DriveStats& d : reader_->drive_stats())
       out.drives.push_back({d.name, d.bytes, d.reads, d.errors, d.busy_seconds, d.failed});

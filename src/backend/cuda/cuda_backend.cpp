@@ -4,18 +4,22 @@
 // (the kernel files give their mappings and reduction orders). Shapes are checked here, on the
 // host; a mismatch is a one-line error naming the op.
 //
-// Experts. The slot pool is pinned host memory, which the expert store's reads fill, behind a
-// device mirror, which the kernels read. routed_experts() acquires the union's experts in
-// ascending order; for each, copy_expert_to_mirror() copies its byte ranges host to mirror on
-// the stream (at every acquire, as the host may have rewritten the slot since the expert's last
-// use; a VRAM expert cache comes later), then two launches run its MLP (gate and up with the
-// activation, then down) on the rows that chose it. The pins ride on the fence recorded after the
-// op and are released once it has passed; as the source can hold only capacity() experts at once,
-// at most capacity() - 1 pins are held when the next expert is acquired (beyond that, the oldest
-// expert's kernels are waited for, by a fence recorded after them, and its pin let go). Unlike
-// the CPU backend, routed_experts() cannot check that the union matches the ids without a
-// synchronisation: the caller derives it from them.
+// Experts. The slot pool is device memory: the VRAM expert cache, as large as --cache-gb. The
+// expert store reads each record into one of its pinned host staging slots (allocate_host) and,
+// on the reader's thread, upload_slot() copies it into its slot on the copy stream and waits for
+// that copy; only then is the expert resident, so a kernel enqueued after acquire() returns
+// reads a complete record, while the compute stream keeps running what was enqueued before (the
+// copies of a layer's misses overlap the kernels of the experts that already arrived; the host's
+// ordering stands in for an event between the two streams). routed_experts() acquires the
+// union's experts in ascending order and runs two launches per expert (gate and up with the
+// activation, then down) on the rows that chose it. The pins ride on the fence recorded after
+// the op and are released once it has passed; as the source can hold only capacity() experts at
+// once, at most capacity() - 1 pins are held when the next expert is acquired (beyond that, the
+// oldest expert's kernels are waited for, by a fence recorded after them, and its pin let go).
+// Unlike the CPU backend, routed_experts() cannot check that the union matches the ids without
+// a synchronisation: the caller derives it from them.
 #include <algorithm>
+#include <chrono>
 #include <array>
 #include <cstring>
 #include <deque>
@@ -27,6 +31,7 @@
 #include "backend/cuda/cuda_buffer.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/fence_queue.hpp"
+#include "backend/cuda/op_timer.hpp"
 #include "cuda/ops.cuh"
 #include "util/human_bytes.hpp"
 
@@ -91,18 +96,22 @@ class CudaBackend final : public Backend {
            status != cudaSuccess ? cudaGetErrorString(status) : fmt::format("{} present", count));
     bind();
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (copy)");
     check(cudaDeviceGetAttribute(&max_shared_, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
     cudaDeviceProp props{};
     check(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties");
     description_ = fmt::format("cuda ({}, {:.0f} GiB, sm_{}{}, device {})", props.name, props.totalGlobalMem / double(1 << 30),
                                props.major, props.minor, device);
     fences_ = std::make_unique<cuda::FenceQueue>(stream_);
+    timer_ = std::make_unique<cuda::OpTimer>(stream_);
   }
 
   ~CudaBackend() override {  // waits for the stream (FenceQueue), releases the pins, then the rest
     (void)cudaSetDevice(device_);
     fences_.reset();
+    timer_.reset();
     if (workspace_) (void)cudaFree(workspace_);
+    (void)cudaStreamDestroy(copy_stream_);
     (void)cudaStreamDestroy(stream_);
     (void)cudaGetLastError();
   }
@@ -110,6 +119,7 @@ class CudaBackend final : public Backend {
   const char* name() const override { return "cuda"; }
   std::string describe() const override { return description_; }
   int threads() const override { return 1; }
+  DeviceTimes times() const override { return timer_->times(); }
 
   // --- memory ---------------------------------------------------------------------------
   std::unique_ptr<Buffer> allocate(uint64_t bytes) override {
@@ -118,7 +128,7 @@ class CudaBackend final : public Backend {
   }
   std::unique_ptr<Buffer> allocate_slots(uint64_t bytes) override {
     bind();
-    return CudaBuffer::allocate(CudaBuffer::Kind::kSlots, bytes);
+    return CudaBuffer::allocate(CudaBuffer::Kind::kDevice, bytes);
   }
   std::unique_ptr<Buffer> allocate_host(uint64_t bytes) override {
     bind();
@@ -137,9 +147,6 @@ class CudaBackend final : public Backend {
       check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
       fences_->drain();
       std::memcpy(b.host() + offset, src, bytes);
-      if (b.kind() == CudaBuffer::Kind::kSlots)
-        check(cudaMemcpyAsync(b.device() + offset, b.host() + offset, bytes, cudaMemcpyHostToDevice, stream_),
-              "cudaMemcpyAsync (upload into the slot mirror)");
       return;
     }
     // From pageable memory the copy is staged before the call returns; from page-locked memory
@@ -155,15 +162,13 @@ class CudaBackend final : public Backend {
     in_range(from, staging_offset, bytes, "upload_slot");
     in_range(to, offset, bytes, "upload_slot");
     if (!from.host()) fail("cuda backend: upload_slot: the staging buffer is not host memory");
-    if (to.host()) {  // the mirror of a slot pool is refreshed when the expert is acquired
-      std::memcpy(to.host() + offset, from.host() + staging_offset, bytes);
-      return;
-    }
-    // The legacy default stream: it does not wait for the compute stream (non-blocking), and
-    // cudaMemcpy from pinned memory returns once the copy is complete.
+    if (to.host()) fail("cuda backend: upload_slot: the slot pool is host memory");
     bind();  // the reader's thread
-    check(cudaMemcpy(to.device() + offset, from.host() + staging_offset, bytes, cudaMemcpyHostToDevice),
-          "cudaMemcpy (upload_slot)");
+    const auto start = std::chrono::steady_clock::now();
+    check(cudaMemcpyAsync(to.device() + offset, from.host() + staging_offset, bytes, cudaMemcpyHostToDevice, copy_stream_),
+          "cudaMemcpyAsync (upload_slot)");
+    check(cudaStreamSynchronize(copy_stream_), "cudaStreamSynchronize (upload_slot)");
+    timer_->add_upload(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), bytes);
   }
 
   void download(const Tensor& src, void* dst) override {
@@ -173,9 +178,11 @@ class CudaBackend final : public Backend {
             "cudaMemcpy2DAsync (download)");
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (download)");
     fences_->drain();
+    timer_->resolve();
   }
 
   void copy(const Tensor& src, const Tensor& dst) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     if (src.rows != dst.rows || src.cols != dst.cols)
       fail("cuda backend: copy of [{}, {}] into [{}, {}]", src.rows, src.cols, dst.rows, dst.cols);
     if (src.rows == 0 || src.cols == 0) return;
@@ -194,6 +201,7 @@ class CudaBackend final : public Backend {
   }
 
   void fill(const Tensor& dst, float value) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     check(cuda::launch_fill(f32(dst, "fill"), value, stream_), "fill kernel");
   }
 
@@ -206,6 +214,7 @@ class CudaBackend final : public Backend {
 
   // --- ops --------------------------------------------------------------------------------
   void matmul(const Weight& w, const Tensor& x, const Tensor& y) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     if (x.cols != w.cols || y.cols != w.rows || x.rows != y.rows)
       fail("cuda backend: matmul of x [{}, {}] into y [{}, {}] by a weight [{}, {}]", x.rows, x.cols, y.rows, y.cols,
            w.rows, w.cols);
@@ -217,6 +226,7 @@ class CudaBackend final : public Backend {
   }
 
   void embed(const Weight& table, const Tensor& ids, const Tensor& out) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     if (ids.cols != 1 || ids.rows != out.rows || out.cols != table.cols)
       fail("cuda backend: embed of ids [{}, {}] into [{}, {}] from a table [{}, {}]", ids.rows, ids.cols, out.rows, out.cols,
            table.rows, table.cols);
@@ -224,6 +234,7 @@ class CudaBackend final : public Backend {
   }
 
   void rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     same_shape(x, out, "rmsnorm");
     if (weight.cols != x.cols) fail("cuda backend: rmsnorm of [{}, {}] with a weight [1, {}]", x.rows, x.cols, weight.cols);
     check(cuda::launch_rmsnorm(f32(x, "rmsnorm x"), f32(weight, "rmsnorm weight").p, eps, f32(out, "rmsnorm out"), stream_),
@@ -231,12 +242,14 @@ class CudaBackend final : public Backend {
   }
 
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     same_shape(a, b, "add");
     same_shape(a, out, "add");
     check(cuda::launch_add(f32(a, "add"), f32(b, "add"), f32(out, "add"), stream_), "add kernel");
   }
 
   void mul_sigmoid(const Tensor& x, const Tensor& gate, const Tensor& out) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     same_shape(x, gate, "mul_sigmoid");
     same_shape(x, out, "mul_sigmoid");
     check(cuda::launch_mul_sigmoid(f32(x, "mul_sigmoid"), f32(gate, "mul_sigmoid"), f32(out, "mul_sigmoid"), stream_),
@@ -244,6 +257,7 @@ class CudaBackend final : public Backend {
   }
 
   void gated(const GatedActivation& act, const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     same_shape(gate, up, "gated");
     same_shape(gate, out, "gated");
     check(cuda::launch_gated(act, f32(gate, "gated"), f32(up, "gated"), f32(out, "gated"), stream_), "gated kernel");
@@ -251,6 +265,7 @@ class CudaBackend final : public Backend {
 
   void rope(const Tensor& x, int64_t heads, int64_t head_dim, int64_t offset, const Tensor& inv_freq,
             float attention_factor, int64_t start) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     const int64_t half = inv_freq.cols;
     if (heads * head_dim > x.cols || offset < 0 || offset + 2 * half > head_dim)
       fail("cuda backend: rope of [{}, {}] as {} heads of {} from column {} with {} frequencies", x.rows, x.cols, heads,
@@ -262,6 +277,7 @@ class CudaBackend final : public Backend {
 
   void mla_attention(const MlaShape& s, const Weight& kv_b, const Tensor& q, const Tensor& cache_c,
                      const Tensor& cache_pe, int64_t start, const Tensor& out) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     const int64_t n = q.rows;
     if (q.cols != s.heads * (s.nope + s.rope) || out.rows != n || out.cols != s.heads * s.v || cache_c.cols != s.kv_lora ||
         cache_pe.cols != s.rope || cache_c.rows < start + n || cache_pe.rows < start + n ||
@@ -276,6 +292,7 @@ class CudaBackend final : public Backend {
   }
 
   void kda(const KdaArgs& a) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     const int64_t n = a.q.rows, ch = a.heads * a.head_dim, hist = a.taps - 1;
     auto shaped = [&](const Tensor& t, int64_t rows, int64_t cols) { return t.rows == rows && t.cols == cols; };
     // The parameters as the CPU reads them: dense, of ch * taps, ch and heads elements whatever
@@ -303,6 +320,7 @@ class CudaBackend final : public Backend {
   }
 
   void attn_res_mix(std::span<const Tensor> candidates, const Tensor& query, float eps, const Tensor& out) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     if (candidates.size() > static_cast<size_t>(cuda::kMaxMixCandidates))
       fail("cuda backend: attn_res_mix of {} candidates (at most {})", candidates.size(), cuda::kMaxMixCandidates);
     if (query.cols != out.cols) fail("cuda backend: attn_res_mix of [{}, {}] with a query [1, {}]", out.rows, out.cols, query.cols);
@@ -319,6 +337,7 @@ class CudaBackend final : public Backend {
 
   void route(const RouterSpec& spec, const Tensor& logits, const Tensor& bias, const Tensor& ids,
              const Tensor& weights) override {
+    const auto timed = timer_->scope(cuda::OpTimer::kSpine);
     const int64_t groups = std::max<int64_t>(spec.n_group, 1), per = spec.experts / groups;
     const int64_t open = spec.n_group > 1 ? spec.topk_group * per : spec.experts;
     if (logits.cols != spec.experts || ids.rows != logits.rows || ids.cols != spec.top_k || weights.rows != logits.rows ||
@@ -358,7 +377,10 @@ class CudaBackend final : public Backend {
     union_.assign(experts.begin(), experts.end());  // pageable: staged before cudaMemcpyAsync returns
     if (count > 0)
       check(cudaMemcpyAsync(union_ids, union_.data(), 4 * count, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (experts)");
-    check(cuda::launch_expert_slots(id, union_ids, count, lists, counts, stream_), "expert_slots kernel");
+    {
+      const auto timed = timer_->scope(cuda::OpTimer::kExpert);
+      check(cuda::launch_expert_slots(id, union_ids, count, lists, counts, stream_), "expert_slots kernel");
+    }
 
     // Pins held past their expert's kernels, oldest first, each with the fence after those kernels
     // (recorded only where the source cannot hold the whole union at once).
@@ -384,7 +406,7 @@ class CudaBackend final : public Backend {
             down.cols != width || up.format != gate.format)
           fail("cuda backend: expert {}: projections [{}, {}], [{}, {}], [{}, {}] for width {} and input {}", experts[i],
                gate.rows, gate.cols, up.rows, up.cols, down.rows, down.cols, width, in);
-        copy_expert_to_mirror(r.proj);
+        const auto timed = timer_->scope(cuda::OpTimer::kExpert);
         cuda::MatmulArgs a;  // gate and up of the rows that chose the expert, activated, per slot
         a.w[0] = weight(gate, "expert gate"), a.w[1] = weight(up, "expert up"), a.nw = 2;
         a.in = f32(x, "routed_experts x");
@@ -401,6 +423,7 @@ class CudaBackend final : public Backend {
         check(cuda::launch_matmul(d, stream_), "expert down kernel");
         if (bounded) held.back().first = fences_->record();
       }
+      const auto timed = timer_->scope(cuda::OpTimer::kExpert);
       check(cuda::launch_expert_combine(id, f32(weights, "routed_experts weights"), y, f32(out, "routed_experts out"), stream_),
             "expert_combine kernel");
     } catch (...) {
@@ -491,42 +514,13 @@ class CudaBackend final : public Backend {
     return static_cast<std::byte*>(workspace_);
   }
 
-  // The expert's byte ranges that lie in a slot pool, from its pinned host memory into its device
-  // mirror, on the stream before the expert's kernels; adjacent ranges (one record) in one copy.
-  void copy_expert_to_mirror(const std::array<Weight, 3>& proj) {
-    struct Range {
-      const CudaBuffer* buffer;
-      uint64_t begin, end;
-    };
-    std::vector<Range> ranges;
-    auto add = [&](const Buffer* b, uint64_t offset, uint64_t bytes) {
-      const CudaBuffer* c = b ? &cuda::cuda_buffer(*b, "expert weight") : nullptr;
-      if (!c || c->kind() != CudaBuffer::Kind::kSlots || bytes == 0) return;
-      in_range(*c, offset, bytes, "expert weight");
-      ranges.push_back({c, offset, offset + bytes});
-    };
-    for (const Weight& w : proj) {
-      add(w.data, w.data_offset, data_bytes(w));
-      add(w.scales, w.scales_offset, scale_bytes(w));
-    }
-    std::sort(ranges.begin(), ranges.end(),
-              [](const Range& a, const Range& b) { return a.buffer != b.buffer ? a.buffer < b.buffer : a.begin < b.begin; });
-    constexpr uint64_t kGap = 64 << 10;  // padding between a record's parts is copied along
-    for (size_t i = 0; i < ranges.size();) {
-      Range r = ranges[i++];
-      while (i < ranges.size() && ranges[i].buffer == r.buffer && ranges[i].begin <= r.end + kGap)
-        r.end = std::max(r.end, ranges[i++].end);
-      check(cudaMemcpyAsync(r.buffer->device() + r.begin, r.buffer->host() + r.begin, r.end - r.begin,
-                            cudaMemcpyHostToDevice, stream_),
-            "cudaMemcpyAsync (expert into the slot mirror)");
-    }
-  }
-
   int device_;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;       // every op and transfer, in order
+  cudaStream_t copy_stream_ = nullptr;  // upload_slot's copies, from the readers' threads
   int max_shared_ = 0;  // dynamic shared memory a block may opt in to
   std::string description_;
   std::unique_ptr<cuda::FenceQueue> fences_;
+  std::unique_ptr<cuda::OpTimer> timer_;  // DELTAFIN_DEVICE_PROFILE=1: device time per op category
   void* workspace_ = nullptr;
   uint64_t workspace_bytes_ = 0;
   std::vector<int32_t> union_;  // routed_experts' union, in pageable memory for its upload

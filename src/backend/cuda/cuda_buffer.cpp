@@ -163,12 +163,7 @@ std::unique_ptr<CudaBuffer> CudaBuffer::allocate(Kind kind, uint64_t bytes) {
   const auto [block, host] = pinned_memory(bytes);
   std::unique_ptr<CudaBuffer> b(new CudaBuffer(bytes, host, kind));
   b->pinned_ = block;
-  if (kind == Kind::kSlots) {
-    b->vram_ = device_memory(bytes);
-    b->device_ = static_cast<std::byte*>(b->vram_);
-  } else {
-    b->device_ = mapped(host);
-  }
+  b->device_ = mapped(host);
   return b;
 }
 

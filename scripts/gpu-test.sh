@@ -21,14 +21,13 @@ export DELTAFIN_TEXT_REF="$bundle/text-ref"
 mkdir -p build-cuda/tests
 cp "$bundle/deltafin" "$bundle/kernel_bench" "$bundle/cuda_expert_bench" build-cuda/ && cp "$bundle/deltafin_tests" build-cuda/tests/
 export DELTAFIN_TEST_FIXTURES="$root/tests/fixtures" DELTAFIN_TEST_BINARY="$root/build-cuda/deltafin"
-bin=build-cuda/deltafin
-tests=build-cuda/tests/deltafin_tests
+export bin=build-cuda/deltafin tests=build-cuda/tests/deltafin_tests report
 md="$report/gpu-report.md"
 failed=0
-step() {  # step NAME COMMAND...: runs, logs to NAME.log, records pass/fail
+step() {  # step NAME COMMAND...: runs (at most GPU_TEST_STEP_S seconds), logs to NAME.log, records pass/fail
   local name=$1; shift
   local start=$SECONDS
-  if "$@" > "$report/$name.log" 2>&1; then echo "| $name | pass | $((SECONDS - start)) s |" >> "$md"
+  if timeout "${GPU_TEST_STEP_S:-900}" bash -c '"$@"' step "$@" > "$report/$name.log" 2>&1; then echo "| $name | pass | $((SECONDS - start)) s |" >> "$md"
   else echo "| $name | **FAIL** (rc $?) | $((SECONDS - start)) s |" >> "$md"; failed=1; fi
 }
 
@@ -46,6 +45,7 @@ step() {  # step NAME COMMAND...: runs, logs to NAME.log, records pass/fail
   echo "|---|---|---|"
 } > "$md"
 
+if [ "${GPU_TEST_BENCH:-1}" != only ]; then
 step cuda-tests "$tests" "[cuda]"
 step parity-harness "$tests" "[backend-ops]"
 step golden-tests "$tests" "[golden],[golden-k3]"
@@ -68,6 +68,7 @@ exact_chunks() {
     echo "$model: chunk 64, 3 and 1 bit-identical"
   done
 }
+export -f exact_chunks
 step exact-chunks exact_chunks
 
 # Speculative greedy equals plain greedy on CUDA (the bundled model and its draft).
@@ -78,6 +79,7 @@ exact_speculation() {
   echo "plain: $plain"; echo "spec:  $spec"
   [ "$plain" = "$spec" ]
 }
+export -f exact_speculation
 step exact-speculation exact_speculation
 
 # CUDA against the CPU: the same greedy ids on every golden fixture and the bundled model.
@@ -92,28 +94,32 @@ same_ids() {
     [ "$cpu" = "$cuda" ] || return 1
   done
 }
+export -f same_ids
 step cpu-cuda-ids same_ids
+fi
 
-# The benchmark at K3's real shapes (skipped with GPU_TEST_BENCH=0): the expert op against the
+# The benchmark at K3's real shapes (GPU_TEST_BENCH=0: not run; only: nothing else): the expert op against the
 # read ceiling, and decode steps of the K3-shaped model (tools/make_synthetic_k3.py --preset k3,
 # ~16 GB, written to K3_MODEL or /tmp/k3-real) cold (a cache too small to keep a token's experts:
 # every expert is read and copied) and warm (a cache holding every expert, filled by the prompt),
 # with the device time per op category (DELTAFIN_DEVICE_PROFILE=1); summarised with the
 # projection for the full K3 by k3-public-bench/summarize_cuda_bench.py into cuda-bench.md.
-if [ "${GPU_TEST_BENCH:-1}" = 1 ]; then
+if [ "${GPU_TEST_BENCH:-1}" != 0 ]; then
   step expert-bench build-cuda/cuda_expert_bench 9 128
-  model=${K3_MODEL:-/tmp/k3-real}
+  export model=${K3_MODEL:-/tmp/k3-real}
   [ -f "$model/config.json" ] || step make-k3-model python3 tools/make_synthetic_k3.py "$model" --preset k3 --force
   disk_ceiling() {  # O_DIRECT sequential read of the largest shard
     local shard; shard=$(ls -S "$model"/*.safetensors | head -1)
     dd if="$shard" of=/dev/null bs=64M iflag=direct 2>&1 | tail -1
   }
+  export -f disk_ceiling
   step disk-ceiling disk_ceiling
-  prompt=$(seq -s, 5 68)
+  export prompt=$(seq -s, 5 68)
   k3_run() {  # k3_run NAME CACHE_GB TOKENS
     DELTAFIN_DEVICE_PROFILE=1 "$bin" run --backend cuda -m "$model" --tokens "$3" -n 8 --ids --ignore-eos --draft off \
       --cache-gb "$2" --stats-json "$report/k3-$1.json" --stats
   }
+  export -f k3_run
   step k3-cold k3_run cold 0.6 1
   step k3-warm k3_run warm 12 "$prompt"
   step k3-cpu-ids "$bin" run --backend cpu -m "$model" --tokens 1 -n 8 --ids --ignore-eos --draft off --cache-gb 0.6 \

@@ -71,13 +71,17 @@ exact_chunks() {
 export -f exact_chunks
 step exact-chunks exact_chunks
 
-# Speculative greedy equals plain greedy on CUDA (the bundled model and its draft).
+# Speculative greedy equals plain greedy on CUDA: the bundled model with its bundled draft and
+# with the n-gram drafter.
 exact_speculation() {
   local plain spec
   plain=$("$bin" run --backend cuda -p "def fibonacci(n):" -n 48 --ids --ignore-eos --draft off) || return 1
-  spec=$("$bin" run --backend cuda -p "def fibonacci(n):" -n 48 --ids --ignore-eos --draft model) || return 1
-  echo "plain: $plain"; echo "spec:  $spec"
-  [ "$plain" = "$spec" ]
+  echo "plain: $plain"
+  for draft in auto ngram; do
+    spec=$("$bin" run --backend cuda -p "def fibonacci(n):" -n 48 --ids --ignore-eos --draft $draft --stats 2>"$report/spec-$draft.txt") || return 1
+    echo "$draft:  $spec ($(grep '^draft' "$report/spec-$draft.txt"))"
+    [ "$plain" = "$spec" ] || return 1
+  done
 }
 export -f exact_speculation
 step exact-speculation exact_speculation

@@ -42,8 +42,12 @@ struct K3Fixture {
 
 // max|Δ| / max|ref| per row against Moonshot's release code (float32, pure-torch KDA): measured
 // at most 3.2e-4 on hidden rows (the reference's own chunked and recurrent KDA paths disagree by
-// 2.8e-4) and 9e-5 on logits, over both fixtures and every SIMD target.
-constexpr double kHiddenTolerance = 6e-4, kLogitTolerance = 3e-4;
+// 2.8e-4) and 9e-5 on logits, over both fixtures and every SIMD target. On CUDA (the H200) the
+// hidden rows reach 6.4e-4 in the last layers (the device's expf/tanhf and sum orders differ from
+// the CPU's; 13 layers of recurrent state amplify it), the logits stay within 3e-4 and the greedy
+// ids are the reference's: device backends get 1e-3 on hidden rows.
+constexpr double kLogitTolerance = 3e-4;
+double hidden_tolerance(const std::string& backend) { return backend == "cpu" ? 6e-4 : 1e-3; }
 
 void check_against_reference(const std::string& name, const std::string& backend) {
   const std::string dir = test::fixture(name);
@@ -62,7 +66,7 @@ void check_against_reference(const std::string& name, const std::string& backend
     for (int64_t t = 0; t < m; ++t)
       worst = std::max(worst, test::relative_error(x + t * h, ref_hidden.data.data() + (row * n + t) * h, h));
     INFO(name << ": hidden row " << row << " (0 embedding, l+1 layer l, then output mix, final norm): worst " << worst);
-    CHECK(worst <= kHiddenTolerance);
+    CHECK(worst <= hidden_tolerance(backend));
   });
   for (int64_t t = 0; t < n; ++t) {
     const double err = test::relative_error(logits.data() + t * vocab, ref_logits.data.data() + t * vocab, vocab);
@@ -97,21 +101,26 @@ TEST_CASE("Kimi K3: one prefill pass equals token-by-token decoding, at any thre
   const std::string dir = test::fixture("k3_tiny");
   const std::vector<int32_t> ids = test::read_golden(dir).all();
   const int64_t n = static_cast<int64_t>(ids.size());
-  auto run = [&](int threads, uint64_t cache, int64_t chunk) {
-    K3Fixture f(dir, threads, cache);
-    K3State state = f.model->new_state();
-    const int64_t vocab = f.config.vocab_size;
-    std::vector<float> logits(n * vocab);
-    for (int64_t done = 0; done < n; done += chunk) {
-      const int64_t m = std::min(chunk, n - done);
-      f.model->forward(state, ids.data() + done, m, done, logits.data() + done * vocab, true);
+  std::vector<std::string> backends = {"cpu"};
+  for (const std::string& name : test::device_backends()) backends.push_back(name);
+  for (const std::string& backend : backends) {
+    INFO("backend " << backend);
+    auto run = [&](int threads, uint64_t cache, int64_t chunk) {
+      K3Fixture f(dir, threads, cache, backend);
+      K3State state = f.model->new_state();
+      const int64_t vocab = f.config.vocab_size;
+      std::vector<float> logits(n * vocab);
+      for (int64_t done = 0; done < n; done += chunk) {
+        const int64_t m = std::min(chunk, n - done);
+        f.model->forward(state, ids.data() + done, m, done, logits.data() + done * vocab, true);
+      }
+      return logits;
+    };
+    const auto whole = run(2, 1 << 20, n);
+    for (auto [threads, cache, chunk] : {std::tuple{2, 1 << 20, int64_t{1}}, {1, 4096, int64_t{5}}, {3, 1 << 13, int64_t{7}}}) {
+      const auto other = run(threads, static_cast<uint64_t>(cache), chunk);
+      CHECK(std::memcmp(other.data(), whole.data(), whole.size() * sizeof(float)) == 0);
     }
-    return logits;
-  };
-  const auto whole = run(2, 1 << 20, n);
-  for (auto [threads, cache, chunk] : {std::tuple{2, 1 << 20, int64_t{1}}, {1, 4096, int64_t{5}}, {3, 1 << 13, int64_t{7}}}) {
-    const auto other = run(threads, static_cast<uint64_t>(cache), chunk);
-    CHECK(std::memcmp(other.data(), whole.data(), whole.size() * sizeof(float)) == 0);
   }
 }
 

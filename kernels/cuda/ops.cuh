@@ -30,6 +30,29 @@ struct MatmulArgs {
 };
 cudaError_t launch_matmul(const MatmulArgs& a, cudaStream_t stream);
 
+// --- expert_matmul.cu ---------------------------------------------------------------------
+// One projection (nw = 1: down) or two (nw = 2: gate and up, activated) of a batch of experts,
+// each weight [rows, cols] in `format`: for batch entry b (union index first + b) and each slot of
+// its list (lists [union, list_stride], counts [union], on the device), out[slot or slot / k] =
+// x[slot or slot / k] . W^T. most_slots bounds every count (n). Weights must satisfy
+// expert_matmul_supported() (whole 16-byte chunks, aligned rows); x rows 16-byte aligned.
+inline constexpr int kExpertBatch = 32;
+struct ExpertBatchArgs {
+  WeightFormat format = WeightFormat::F32;
+  int nw = 1, batch = 0;
+  int64_t rows = 0, cols = 0;
+  const uint8_t* data[kExpertBatch][2] = {};
+  const uint8_t* scales[kExpertBatch][2] = {};
+  const int32_t* lists = nullptr;
+  const int32_t* counts = nullptr;
+  int64_t first = 0, list_stride = 0, k = 1, most_slots = 1;
+  FMat in, out;
+  bool in_by_slot = false, out_by_slot = false;
+  GatedActivation act;
+};
+bool expert_matmul_supported(const WMat& w);
+cudaError_t launch_expert_matmul(const ExpertBatchArgs& a, cudaStream_t stream);
+
 // --- experts.cu ----------------------------------------------------------------------------
 // For each of `experts` union ids [count] (device), the slots choosing it: lists [count, n],
 // row i holding counts[i] slots t * k + j in ascending t. ids [n, k].

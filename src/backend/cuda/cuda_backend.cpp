@@ -393,9 +393,36 @@ class CudaBackend final : public Backend {
       held.clear();
       fences_->record(std::move(pins));
     };
+    // Experts whose weights the batched kernel reads (expert_matmul.cu) wait in `batch` and run
+    // kExpertBatch at a time, two launches for all of them; others run alone (matmul.cu).
+    const cuda::FMat xs = f32(x, "routed_experts x");
+    const bool x_aligned = reinterpret_cast<uintptr_t>(xs.p) % 16 == 0 && xs.stride % 4 == 0;
+    cuda::ExpertBatchArgs up_args, down_args;
+    up_args.nw = 2, up_args.rows = width, up_args.cols = in, up_args.lists = lists, up_args.counts = counts;
+    up_args.list_stride = n, up_args.k = k, up_args.most_slots = n, up_args.in = xs;
+    up_args.out = {hidden, n * k, width, width}, up_args.out_by_slot = true, up_args.act = act;
+    down_args = up_args;
+    down_args.nw = 1, down_args.rows = in, down_args.cols = width;
+    down_args.in = {hidden, n * k, width, width}, down_args.out = {y, n * k, in, in}, down_args.in_by_slot = true;
+    auto flush = [&] {  // the waiting batch's two launches; its pins get the fence after them
+      if (up_args.batch == 0) return;
+      {
+        const auto timed = timer_->scope(cuda::OpTimer::kExpert);
+        check(cuda::launch_expert_matmul(up_args, stream_), "expert gate/up kernel (batched)");
+        down_args.batch = up_args.batch, down_args.first = up_args.first;
+        check(cuda::launch_expert_matmul(down_args, stream_), "expert down kernel (batched)");
+      }
+      if (bounded) {
+        const Fence f = fences_->record();
+        for (auto& [fence, pin] : held)
+          if (fence == 0) fence = f;
+      }
+      up_args.batch = 0;
+    };
     try {
       for (int64_t i = 0; i < count; ++i) {
         while (static_cast<int64_t>(held.size()) > keep) {  // room for the next expert in the source
+          if (held.front().first == 0) flush();
           fences_->wait(held.front().first);
           held.pop_front();
         }
@@ -406,23 +433,37 @@ class CudaBackend final : public Backend {
             down.cols != width || up.format != gate.format)
           fail("cuda backend: expert {}: projections [{}, {}], [{}, {}], [{}, {}] for width {} and input {}", experts[i],
                gate.rows, gate.cols, up.rows, up.cols, down.rows, down.cols, width, in);
+        const cuda::WMat wg = weight(gate, "expert gate"), wu = weight(up, "expert up"), wd = weight(down, "expert down");
+        if (x_aligned && cuda::expert_matmul_supported(wg) && cuda::expert_matmul_supported(wu) &&
+            cuda::expert_matmul_supported(wd)) {
+          if (up_args.batch > 0 && (up_args.format != wg.format || down_args.format != wd.format)) flush();
+          if (up_args.batch == 0) up_args.first = i, up_args.format = wg.format, down_args.format = wd.format;
+          const int b = up_args.batch++;
+          up_args.data[b][0] = wg.data, up_args.scales[b][0] = wg.scales;
+          up_args.data[b][1] = wu.data, up_args.scales[b][1] = wu.scales;
+          down_args.data[b][0] = wd.data, down_args.scales[b][0] = wd.scales;
+          if (up_args.batch == cuda::kExpertBatch) flush();
+          continue;
+        }
+        flush();
         const auto timed = timer_->scope(cuda::OpTimer::kExpert);
         cuda::MatmulArgs a;  // gate and up of the rows that chose the expert, activated, per slot
-        a.w[0] = weight(gate, "expert gate"), a.w[1] = weight(up, "expert up"), a.nw = 2;
-        a.in = f32(x, "routed_experts x");
+        a.w[0] = wg, a.w[1] = wu, a.nw = 2;
+        a.in = xs;
         a.out = {hidden, n * k, width, width};
         a.n = n, a.slots = lists + i * n, a.count = counts + i, a.k = k;
         a.out_by_slot = true;
         a.act = act;
         check(cuda::launch_matmul(a, stream_), "expert gate/up kernel");
         cuda::MatmulArgs d = a;  // down, per slot
-        d.w[0] = weight(down, "expert down"), d.nw = 1;
+        d.w[0] = wd, d.nw = 1;
         d.in = {hidden, n * k, width, width};
         d.out = {y, n * k, in, in};
         d.in_by_slot = true;
         check(cuda::launch_matmul(d, stream_), "expert down kernel");
         if (bounded) held.back().first = fences_->record();
       }
+      flush();
       const auto timed = timer_->scope(cuda::OpTimer::kExpert);
       check(cuda::launch_expert_combine(id, f32(weights, "routed_experts weights"), y, f32(out, "routed_experts out"), stream_),
             "expert_combine kernel");

@@ -7,12 +7,16 @@
 //
 // MXFP4 is decoded without a lookup: a pair of E2M1 nibbles k and k + 4 of a 32-bit word goes
 // by two shifts and one LOP3 into an fp16x2 whose halves are exactly e2m1 * 2^-14, converted to
-// fp32 and multiplied by 2^(s - 113) (the E8M0 scale times 2^14): the product is exact, so every
-// weight equals weight_at()'s. Other formats decode through chunks.cuh.
+// fp32 (exact). A chunk is one 32-column group: its 32 products are summed by fused multiply-add
+// from zero, and the sum is multiplied into the row's sum by the group's power of two
+// 2^(s - 113) (the E8M0 scale times 2^14), so an element costs two integer operations, a
+// conversion and an FMA; the weights are the stored ones exactly, only the sum is grouped
+// differently from the CPU's (within the parity harness's bound). Other formats decode through
+// chunks.cuh, element by element.
 //
 // Order of each output element (batch invariance): per lane, its chunks ascending and each
-// chunk's elements in index order by fused multiply-add from zero; then the lanes' sums by the
-// fixed xor-shuffle tree. It depends on nothing but the row and the slot: not on the batch, the
+// chunk's elements in index order by fused multiply-add (MXFP4: into the chunk's sum, then into
+// the row's); then the lanes' sums by the fixed xor-shuffle tree. It depends on nothing but the row and the slot: not on the batch, the
 // slot tile, n or the grid. No atomics.
 #include <cuda_fp16.h>
 
@@ -26,27 +30,24 @@ namespace {
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 
-// Elements 8q .. 8q + 7 of an MXFP4 chunk (word q of its 16 bytes), dequantized exactly.
-__device__ __forceinline__ void mxfp4_word(uint32_t w, uint32_t s, float out[8]) {
+// Elements 8q .. 8q + 7 of an MXFP4 chunk (word q of its 16 bytes) times 2^-14, exactly.
+__device__ __forceinline__ void mxfp4_word(uint32_t w, float out[8]) {
   const uint32_t pair[4] = {((w << 9) & 0x0E000E00u) | ((w << 12) & 0x80008000u),
                             ((w << 5) & 0x0E000E00u) | ((w << 8) & 0x80008000u),
                             ((w << 1) & 0x0E000E00u) | ((w << 4) & 0x80008000u),
                             ((w >> 3) & 0x0E000E00u) | (w & 0x80008000u)};
-  float f[8];
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    f[k] = __half2float(__ushort_as_half(static_cast<unsigned short>(pair[k] & 0xffffu)));
-    f[k + 4] = __half2float(__ushort_as_half(static_cast<unsigned short>(pair[k] >> 16)));
+    out[k] = __half2float(__ushort_as_half(static_cast<unsigned short>(pair[k] & 0xffffu)));
+    out[k + 4] = __half2float(__ushort_as_half(static_cast<unsigned short>(pair[k] >> 16)));
   }
-  if (s <= 240) {  // 2^(s - 113) is a normal float
-    const float c = __uint_as_float((s + 14u) << 23);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = f[i] * c;
-  } else {  // huge scales and the NaN scale: in two exact steps, as weight_at() gets them
-    const float c = e8m0_to_f32(s);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = (f[i] * 0x1p14f) * c;
-  }
+}
+
+// acc + sum * 2^(s - 127) * 2^14 for an E8M0 scale s: one FMA where 2^(s - 113) is a normal
+// float (s <= 240), else in two steps (huge scales; s = 255 is NaN, as weight_at() gives).
+__device__ __forceinline__ float add_group(float acc, float sum, uint32_t s) {
+  if (s <= 240) return fmaf(sum, __uint_as_float((s + 14u) << 23), acc);
+  return fmaf(sum * 0x1p14f, e8m0_to_f32(s), acc);
 }
 
 template <WeightFormat F, int NW, int R, int T>
@@ -94,33 +95,41 @@ __global__ void __launch_bounds__(kThreads) expert_matmul_kernel(const ExpertBat
           else scale[v][r] = ok ? chunk_scale<F>(w[v], row0 + r, c) : 0.0f;
         }
       if constexpr (F == WeightFormat::MXFP4) {
+        float4 xv[T][8];  // the chunk's 32 columns of x, per slot
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {  // word q: elements 8q .. 8q + 7 of the chunk
-          float4 xa[T], xb[T];
+        for (int t = 0; t < T; ++t) {
+          if (t >= m) break;
+          const float4* p = reinterpret_cast<const float4*>(x[t] + c * E);
 #pragma unroll
-          for (int t = 0; t < T; ++t) {
-            if (t >= m) break;
-            const float4* p = reinterpret_cast<const float4*>(x[t] + c * E + 8 * q);
-            xa[t] = __ldg(p), xb[t] = __ldg(p + 1);
-          }
+          for (int i = 0; i < 8; ++i) xv[t][i] = __ldg(p + i);
+        }
 #pragma unroll
-          for (int v = 0; v < NW; ++v)
+        for (int v = 0; v < NW; ++v)
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
+          for (int r = 0; r < R; ++r) {
+            float sum[T];
+#pragma unroll
+            for (int t = 0; t < T; ++t) sum[t] = 0.0f;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {  // word q: elements 8q .. 8q + 7 of the chunk
               const uint32_t word = q == 0 ? raw[v][r].x : q == 1 ? raw[v][r].y : q == 2 ? raw[v][r].z : raw[v][r].w;
               float wt[8];
-              mxfp4_word(word, e8[v][r], wt);
+              mxfp4_word(word, wt);
 #pragma unroll
               for (int t = 0; t < T; ++t) {
                 if (t >= m) break;
-                float s = acc[t][v][r];
-                s = fmaf(wt[0], xa[t].x, s), s = fmaf(wt[1], xa[t].y, s), s = fmaf(wt[2], xa[t].z, s);
-                s = fmaf(wt[3], xa[t].w, s), s = fmaf(wt[4], xb[t].x, s), s = fmaf(wt[5], xb[t].y, s);
-                s = fmaf(wt[6], xb[t].z, s), s = fmaf(wt[7], xb[t].w, s);
-                acc[t][v][r] = s;
+                const float4 xa = xv[t][2 * q], xb = xv[t][2 * q + 1];
+                float s = sum[t];
+                s = fmaf(wt[0], xa.x, s), s = fmaf(wt[1], xa.y, s), s = fmaf(wt[2], xa.z, s);
+                s = fmaf(wt[3], xa.w, s), s = fmaf(wt[4], xb.x, s), s = fmaf(wt[5], xb.y, s);
+                s = fmaf(wt[6], xb.z, s), s = fmaf(wt[7], xb.w, s);
+                sum[t] = s;
               }
             }
-        }
+#pragma unroll
+            for (int t = 0; t < T; ++t)
+              if (t < m) acc[t][v][r] = add_group(acc[t][v][r], sum[t], e8[v][r]);
+          }
       } else {
 #pragma unroll
         for (int q = 0; q < E / 4; ++q) {  // quad q: elements 4q .. 4q + 3 of the chunk
@@ -165,8 +174,10 @@ __global__ void __launch_bounds__(kThreads) expert_matmul_kernel(const ExpertBat
 template <WeightFormat F, int NW, int R>
 cudaError_t launch_rows(const ExpertBatchArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.rows + kWarps * R - 1) / (kWarps * R)), static_cast<unsigned>(a.batch));
-  if (a.most_slots <= 1) expert_matmul_kernel<F, NW, R, 1><<<grid, kThreads, 0, stream>>>(a);
-  else expert_matmul_kernel<F, NW, R, 4><<<grid, kThreads, 0, stream>>>(a);
+  // Slots of one expert are few in decode and verify passes (a row chooses an expert once): there
+  // one slot a pass (the weights' re-reads hit L2) keeps the registers low; prefill takes 2.
+  if (a.most_slots < 16) expert_matmul_kernel<F, NW, R, 1><<<grid, kThreads, 0, stream>>>(a);
+  else expert_matmul_kernel<F, NW, R, 2><<<grid, kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 

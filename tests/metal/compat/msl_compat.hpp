@@ -22,7 +22,7 @@
 
 #ifdef MSL_COMPAT_CHECK
 #define device __attribute__((address_space(1)))
-#define constant __attribute__((address_space(2)))
+#define constant const __attribute__((address_space(2)))  // read-only, as in MSL
 #define threadgroup __attribute__((address_space(3)))
 #else
 #define device
@@ -72,7 +72,7 @@ struct vec;
 #ifdef MSL_COMPAT_CHECK
 #define MSL_VEC_LOADS_SPACES(V)                      \
   V(const device V& o) { std::memcpy(this, (const void*)&o, sizeof(V)); } \
-  V(const constant V& o) { std::memcpy(this, (const void*)&o, sizeof(V)); } \
+  V(constant V& o) { std::memcpy(this, (const void*)&o, sizeof(V)); } \
   V(const threadgroup V& o) { std::memcpy(this, (const void*)&o, sizeof(V)); }
 #else
 #define MSL_VEC_LOADS_SPACES(V)

@@ -50,10 +50,8 @@ Kernel adapt(void (*f)(P...)) {
   return adapt(f, std::make_index_sequence<sizeof...(P) - 3>());
 }
 
-}  // namespace
-
-const Kernel& emulated_kernel(const std::string& name) {
-  static const std::map<std::string, Kernel> kernels = {
+const std::map<std::string, Kernel>& kernels() {
+  static const std::map<std::string, Kernel> table = {
       {"df_fill", adapt(&df_fill)},
       {"df_copy", adapt(&df_copy)},
       {"df_binary", adapt(&df_binary)},
@@ -69,8 +67,20 @@ const Kernel& emulated_kernel(const std::string& name) {
       {"df_kda_delta", adapt(&df_kda_delta)},
       {"df_attn_res_mix", adapt(&df_attn_res_mix)},
   };
-  const auto it = kernels.find(name);
-  if (it == kernels.end()) throw std::runtime_error("SIMT emulator: no kernel " + name);
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::string> emulated_kernel_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : kernels()) names.push_back(entry.first);  // (`kernel` is a macro here)
+  return names;
+}
+
+const Kernel& emulated_kernel(const std::string& name) {
+  const auto it = kernels().find(name);
+  if (it == kernels().end()) throw std::runtime_error("SIMT emulator: no kernel " + name);
   return it->second;
 }
 

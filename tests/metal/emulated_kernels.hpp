@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "simt.hpp"
 
@@ -16,5 +17,7 @@ using Kernel = std::function<void(const Buffers& buffers, Group group, uint32_t 
 
 // The kernel named `name` (as in the .metal source); throws when there is none.
 const Kernel& emulated_kernel(const std::string& name);
+// The names of all of them.
+std::vector<std::string> emulated_kernel_names();
 
 }  // namespace deltafin::simt

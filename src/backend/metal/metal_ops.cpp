@@ -86,11 +86,7 @@ Dispatch launch(const char* kernel, const Args& args, uint32_t gx, uint32_t gy, 
 
 }  // namespace
 
-Buffer& MetalOps::scratch(uint64_t bytes) {
-  std::shared_ptr<Buffer> b = allocate(std::max<uint64_t>(bytes, 16));
-  hold(b, false);
-  return *b;
-}
+std::shared_ptr<Buffer> MetalOps::scratch(uint64_t bytes) { return allocate(std::max<uint64_t>(bytes, 16)); }
 
 // --- memory -------------------------------------------------------------------------------
 
@@ -123,10 +119,11 @@ void MetalOps::copy(const Tensor& src, const Tensor& dst) {
   const uint64_t src_end = src.offset + ((src.rows - 1) * src.stride + src.cols) * 4;
   const uint64_t dst_end = dst.offset + ((dst.rows - 1) * dst.stride + dst.cols) * 4;
   if (src.buffer == dst.buffer && src.offset < dst_end && dst.offset < src_end) {  // overlapping: through a dense copy
-    Buffer& tmp = scratch(static_cast<uint64_t>(src.rows * src.cols) * 4);
-    Tensor dense = Tensor::of(tmp, src.rows, src.cols, src.elem);
+    const std::shared_ptr<Buffer> tmp = scratch(static_cast<uint64_t>(src.rows * src.cols) * 4);
+    const Tensor dense = Tensor::of(*tmp, src.rows, src.cols, src.elem);
     copy(src, dense);
     copy(dense, dst);
+    hold(tmp, false);
     return;
   }
   const dfm::CopyArgs a{mat(src), mat(dst)};
@@ -253,7 +250,8 @@ void MetalOps::kda(const KdaArgs& a) {
       !shaped(a.window, 3 * hist, ch) || !shaped(a.state, ch, a.head_dim) || !shaped(a.out, n, ch))
     fail("metal backend: kda shapes do not match {} heads of {} over {} taps and {} tokens", a.heads, a.head_dim, a.taps, n);
   if (n == 0 || ch == 0) return;
-  Buffer& conv = scratch(static_cast<uint64_t>(3 * n * ch) * 4);  // [3, n, ch]
+  const std::shared_ptr<Buffer> conv_buffer = scratch(static_cast<uint64_t>(3 * n * ch) * 4);  // [3, n, ch]
+  Buffer& conv = *conv_buffer;
   const dfm::KdaArgs k{mat(a.q), mat(a.k), mat(a.v), mat(a.beta), mat(a.decay), mat(a.window), mat(a.state), mat(a.out),
                        u32(a.heads, "heads"), u32(a.head_dim, "head_dim"), u32(a.taps, "taps"), u32(n, "rows"),
                        a.gate_lower_bound, a.norm_eps};
@@ -271,6 +269,7 @@ void MetalOps::kda(const KdaArgs& a) {
   delta.buffers[dfm::kDeltaState] = f32(a.state, "kda state"), delta.buffers[dfm::kDeltaOut] = f32(a.out, "kda out");
   delta.buffers[dfm::kDeltaConv] = {&conv, 0};
   dispatch(delta);
+  hold(conv_buffer, false);
 }
 
 void MetalOps::attn_res_mix(std::span<const Tensor> candidates, const Tensor& query, float eps, const Tensor& out) {
@@ -280,13 +279,15 @@ void MetalOps::attn_res_mix(std::span<const Tensor> candidates, const Tensor& qu
          query.cols, int(dfm::kMaxMixCandidates));
   for (const Tensor& c : candidates) same_shape(c, out, "attn_res_mix");
   if (n == 0) return;
-  Buffer& packed = scratch(static_cast<uint64_t>(count * n * dim) * 4);  // [count, n, dim]
+  const std::shared_ptr<Buffer> packed_buffer = scratch(static_cast<uint64_t>(count * n * dim) * 4);  // [count, n, dim]
+  Buffer& packed = *packed_buffer;
   for (int64_t i = 0; i < count; ++i) copy(candidates[i], Tensor::of(packed, n, dim, Elem::F32, static_cast<uint64_t>(i * n * dim) * 4));
   const dfm::MixArgs a{mat(out), static_cast<uint32_t>(count), eps};
   Dispatch d = launch("df_attn_res_mix", a, u32(n, "rows"), 1, dfm::kThreads, (dfm::kSimdgroups + dfm::kMaxMixCandidates) * 4);
   d.buffers[dfm::kMixPacked] = {&packed, 0}, d.buffers[dfm::kMixQuery] = f32(query, "attn_res_mix query");
   d.buffers[dfm::kMixOut] = f32(out, "attn_res_mix out");
   dispatch(d);
+  hold(packed_buffer, false);
 }
 
 void MetalOps::route(const RouterSpec& spec, const Tensor& logits, const Tensor& bias, const Tensor& ids, const Tensor& weights) {
@@ -324,12 +325,14 @@ void MetalOps::routed_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   if (n == 0) return;
   if (experts.empty()) return fill(out, 0.0f);
   const int64_t count = static_cast<int64_t>(experts.size());
-  Buffer& union_ids = scratch(static_cast<uint64_t>(count) * 4);
+  const std::shared_ptr<Buffer> buffers[] = {
+      scratch(static_cast<uint64_t>(count) * 4),          // the union's ids [count]
+      scratch(static_cast<uint64_t>(count * n) * 4),      // slot lists [count, n]
+      scratch(static_cast<uint64_t>(count) * 4),          // their lengths [count]
+      scratch(static_cast<uint64_t>(n * k * width) * 4),  // hidden [n k, width]
+      scratch(static_cast<uint64_t>(n * k * in) * 4)};    // y [n k, in]
+  Buffer &union_ids = *buffers[0], &lists = *buffers[1], &counts = *buffers[2], &hidden = *buffers[3], &y = *buffers[4];
   std::memcpy(union_ids.host(), experts.data(), static_cast<size_t>(count) * 4);  // a fresh buffer: no command reads it yet
-  Buffer& lists = scratch(static_cast<uint64_t>(count * n) * 4);   // [count, n]
-  Buffer& counts = scratch(static_cast<uint64_t>(count) * 4);      // [count]
-  Buffer& hidden = scratch(static_cast<uint64_t>(n * k * width) * 4);  // [n k, width]
-  Buffer& y = scratch(static_cast<uint64_t>(n * k * in) * 4);          // [n k, in]
   {
     const dfm::ExpertSlotsArgs a{mat(ids), static_cast<uint32_t>(count)};
     Dispatch d = launch("df_expert_slots", a, static_cast<uint32_t>(count), 1, dfm::kSimdWidth, 0);
@@ -376,6 +379,7 @@ void MetalOps::routed_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   d.buffers[dfm::kCombineIds] = i32(ids, "routed_experts ids"), d.buffers[dfm::kCombineWeights] = f32(weights, "routed_experts weights");
   d.buffers[dfm::kCombineY] = {&y, 0}, d.buffers[dfm::kCombineOut] = f32(out, "routed_experts out");
   dispatch(d);
+  for (const auto& b : buffers) hold(b, false);
 }
 
 }  // namespace deltafin::metal

@@ -72,8 +72,9 @@ class MetalOps : public Backend {
   virtual int64_t pins_held() = 0;
 
  private:
-  // A fresh buffer of `bytes` for an op's intermediates, held until the op's work completed.
-  Buffer& scratch(uint64_t bytes);
+  // A fresh buffer of `bytes` for an op's intermediates; the op hands it to hold() after its
+  // last dispatch (not before: a finish() within the op would let it go).
+  std::shared_ptr<Buffer> scratch(uint64_t bytes);
   // df_binary: add, mul_sigmoid or a gated activation.
   void binary(uint32_t op, const GatedActivation& act, const Tensor& a, const Tensor& b, const Tensor& out, const char* name);
 };

@@ -243,3 +243,19 @@ TEST_CASE("metal emulator: the parity harness's ops dispatch every kernel of ker
   CHECK(defined == std::set<std::string>(names.begin(), names.end()));
   CHECK(defined.size() >= 14);
 }
+
+namespace deltafin {
+extern const char kMetalSource[];  // cmake/metal_embed.cmake
+}
+
+TEST_CASE("metal: the embedded source holds every kernel once, headers inlined, no includes of files", "[metal]") {
+  const std::string source = kMetalSource;
+  for (const std::string& kernel : simt::emulated_kernel_names()) {
+    CAPTURE(kernel);
+    const std::string needle = "kernel void " + kernel + "(";
+    CHECK(source.find(needle) != std::string::npos);
+    CHECK(source.find(needle) == source.rfind(needle));
+  }
+  CHECK(source.find("#include \"") == std::string::npos);
+  CHECK(source.find("struct MatmulArgs") != std::string::npos);
+}

@@ -4,6 +4,8 @@
   check_msl.py --clang CLANG kernels   every kernels/metal/*.metal passes the subset's rules
                                         (below) and clang's C++14 type check through
                                         compat/msl_compat.hpp, warnings as errors
+  check_msl.py --clang CLANG --embedded metal_source.cpp kernels
+                                        the generated source the host compiles, as one unit
   check_msl.py --clang CLANG planted   every tests/metal/planted/*.metal is rejected, with the
                                         message its "// expect: REGEX" line names
 
@@ -118,12 +120,22 @@ def check(clang, path, directory, enums):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--clang", required=True)
+    parser.add_argument("--embedded", help="kernels mode: type-check only this generated metal_source.cpp, as one unit")
     parser.add_argument("mode", choices=["kernels", "planted"])
     args = parser.parse_args()
     enums = enum_values()
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         directory = pathlib.Path(tmp)
+        if args.embedded:  # the concatenation newLibraryWithSource compiles (cmake/metal_embed.cmake)
+            text = pathlib.Path(args.embedded).read_text()
+            source = text[text.index('R"msl(') + 6:text.rindex(')msl"')]
+            unit = directory / "embedded.metal"
+            unit.write_text(source.replace("[[threadgroup(", "[[msl_threadgroup_index("))
+            code, output = type_check(args.clang, directory, unit)
+            kernels = len(re.findall(r"\bkernel\s+void\s+\w+", source))
+            print(output + f"{'ok  ' if code == 0 else 'FAIL'} the embedded source ({kernels} kernels) as one unit")
+            return 0 if code == 0 and kernels > 0 else 1
         if args.mode == "kernels":
             files = sorted(KERNELS.glob("*.metal"))
             prepare(directory, files)

@@ -38,13 +38,14 @@ using test::same_bits;
 
 namespace {
 
-// Every backend this build has, for the harness: the CPU, CUDA where the build has it and a
-// device is present, and the Metal kernels on the SIMT emulator (tests/metal), once: they do not
-// depend on the host's SIMD target.
+// Every backend this build has, for the harness: the CPU, CUDA or Metal where the build has it
+// and a device is present, and the Metal kernels on the SIMT emulator (tests/metal); the last two
+// once, as they do not depend on the host's SIMD target.
 std::vector<std::unique_ptr<Backend>> backends_under_test(bool first_target) {
   std::vector<std::unique_ptr<Backend>> b;
   b.push_back(make_cpu_backend(3));
   if (cuda_device_present()) b.push_back(make_cuda_backend());
+  if (first_target && metal_device_present()) b.push_back(make_metal_backend());
   if (first_target) b.push_back(test::make_emulated_metal_backend());
   return b;
 }

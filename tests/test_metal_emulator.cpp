@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/backend_check.hpp"
 #include "backend_test_util.hpp"
 #include "cpu/k3_ops.hpp"
 #include "cpu/vec_ops.hpp"
@@ -258,4 +259,22 @@ TEST_CASE("metal: the embedded source holds every kernel once, headers inlined, 
   }
   CHECK(source.find("#include \"") == std::string::npos);
   CHECK(source.find("struct MatmulArgs") != std::string::npos);
+}
+
+TEST_CASE("metal-selftest's op checks pass on the emulated Metal backend against the CPU", "[metal]") {
+  const auto device = test::make_emulated_metal_backend();
+  const auto cpu = make_cpu_backend(2);
+  const std::vector<OpCheck> checks = check_ops(*device, *cpu);
+  CHECK(checks.size() == 25);
+  for (const OpCheck& c : checks) {
+    CAPTURE(c.op, c.nmse, c.bound);
+    CHECK(c.pass());
+  }
+}
+
+TEST_CASE("deltafin metal-selftest: a build without Metal says so in one line and exits 1", "[metal]") {
+  if (metal_device_present()) return;  // a Mac runs the real thing (scripts/test.sh does not)
+  const auto r = test::run_deltafin("metal-selftest --json /dev/null");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output == "deltafin: metal-selftest: this build has no Metal backend (it is built on macOS for Apple Silicon)\n");
 }

@@ -55,7 +55,7 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
       "Byte budget of the routed-expert cache, in GB (default 4, lowered to what the machine has free)");
   app.add_option("--threads", options.threads, "Worker threads (0: one per hardware thread)")->capture_default_str();
   app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();
-  app.add_option("--backend", options.backend, "What runs the model: cpu, cuda, or auto (CUDA when a device is present)")
+  app.add_option("--backend", options.backend, "What runs the model: cpu, cuda, metal, or auto (CUDA or Metal when a device is present)")
       ->capture_default_str();
   app.add_flag("--no-bypass{false}", options.bypass, "Read routed experts through the page cache (default: bypass it)");
   app.add_option("--placement", options.placement,

@@ -9,14 +9,26 @@
 #include "cli/commands.hpp"
 #include "util/error.hpp"
 
+#ifdef __APPLE__
+#include <mach-o/dyld.h>  // _NSGetExecutablePath
+#endif
+
 namespace deltafin::cli {
 
 namespace {
 
-// The directory of the running binary (for locating the bundled model next to a build).
+// The directory of the running binary (for locating the bundled model next to a build):
+// /proc/self/exe on Linux, _NSGetExecutablePath on macOS (which has no /proc).
 std::filesystem::path executable_dir() {
   std::error_code ec;
+#ifdef __APPLE__
+  char path[4096];
+  uint32_t size = sizeof(path);
+  if (_NSGetExecutablePath(path, &size) != 0) return {};
+  const std::filesystem::path exe = std::filesystem::weakly_canonical(path, ec);
+#else
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+#endif
   return ec ? std::filesystem::path() : exe.parent_path();
 }
 

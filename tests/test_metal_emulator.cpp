@@ -278,3 +278,81 @@ TEST_CASE("deltafin metal-selftest: a build without Metal says so in one line an
   CHECK(r.exit_code == 1);
   CHECK(r.output == "deltafin: metal-selftest: this build has no Metal backend (it is built on macOS for Apple Silicon)\n");
 }
+
+// Shapes past one tile of each kernel, against the CPU backend (itself within the harness's
+// bounds of the twins): MLA over three softmax tiles, a 128-dim KDA state (four simdgroups in each
+// reduction), the router at Kimi K2's and DeepSeek-V3's sizes, and matmul rows that span tiles.
+TEST_CASE("metal emulator: MLA over several softmax tiles, a 128-dim KDA state, K2-sized routing, against the CPU", "[metal]") {
+  const auto metal = test::make_emulated_metal_backend();
+  const auto cpu = make_cpu_backend(2);
+  std::mt19937 rng(23);
+  {
+    const MlaShape s{2, 16, 8, 16, 64, 0.2f};
+    const int64_t n = 3, start = 300, ctx = start + n;
+    const TestMatrix kv_b = random_matrix(WeightFormat::BF16, s.heads * (s.nope + s.v), s.kv_lora, rng);
+    const auto q = test::random_floats(n * s.heads * (s.nope + s.rope), rng), c = test::random_floats(ctx * s.kv_lora, rng);
+    const auto pe = test::random_floats(ctx * s.rope, rng);
+    std::vector<std::vector<float>> outs;
+    for (Backend* b : {metal.get(), cpu.get()}) {
+      test::Device d{*b, {}};
+      const Tensor out = d.tensor(n, s.heads * s.v);
+      b->mla_attention(s, d.weight(kv_b), d.tensor(n, s.heads * (s.nope + s.rope), q), d.tensor(ctx, s.kv_lora, c),
+                       d.tensor(ctx, s.rope, pe), start, out);
+      outs.push_back(d.get(out));
+    }
+    CHECK(test::nmse(outs[0], outs[1]) < 1e-10);
+  }
+  {
+    const int64_t n = 3, heads = 2, hd = 128, ch = heads * hd, taps = 4;
+    const auto q = test::random_floats(n * ch, rng), k = test::random_floats(n * ch, rng), v = test::random_floats(n * ch, rng);
+    const auto beta = test::random_floats(n * heads, rng), decay = test::random_floats(n * ch, rng);
+    const auto conv = test::random_floats(ch * taps, rng, 0.5f), dt = test::random_floats(ch, rng);
+    const auto window = test::random_floats(3 * (taps - 1) * ch, rng), state = test::random_floats(ch * hd, rng, 0.1f);
+    std::vector<std::vector<float>> outs;
+    for (Backend* b : {metal.get(), cpu.get()}) {
+      test::Device d{*b, {}};
+      KdaArgs a;
+      a.heads = heads, a.head_dim = hd, a.taps = taps, a.gate_lower_bound = -5.0f, a.norm_eps = 1e-6f;
+      a.q = d.tensor(n, ch, q), a.k = d.tensor(n, ch, k), a.v = d.tensor(n, ch, v), a.beta = d.tensor(n, heads, beta);
+      a.decay = d.tensor(n, ch, decay), a.conv_q = a.conv_k = a.conv_v = d.tensor(ch, taps, conv);
+      a.dt_bias = d.tensor(1, ch, dt), a.decay_rate = d.tensor(1, heads, std::vector<float>{0.5f, 2.0f});
+      a.window = d.tensor(3 * (taps - 1), ch, window), a.state = d.tensor(ch, hd, state), a.out = d.tensor(n, ch);
+      b->kda(a);
+      std::vector<float> o = d.get(a.out), s = d.get(a.state);
+      o.insert(o.end(), s.begin(), s.end());
+      outs.push_back(o);
+    }
+    CHECK(test::nmse(outs[0], outs[1]) < 1e-10);
+  }
+  for (const RouterSpec spec : {RouterSpec{384, 8, 1, 1, true, 2.827f}, RouterSpec{256, 8, 8, 4, true, 2.5f}}) {
+    const int64_t n = 9;
+    const auto logits = test::random_floats(n * spec.experts, rng, 2.0f), bias = test::random_floats(spec.experts, rng, 0.1f);
+    std::vector<std::vector<int32_t>> ids;
+    std::vector<std::vector<float>> weights;
+    for (Backend* b : {metal.get(), cpu.get()}) {
+      test::Device d{*b, {}};
+      const Tensor i = d.tensor(n, spec.top_k, nullptr, Elem::I32), w = d.tensor(n, spec.top_k);
+      b->route(spec, d.tensor(n, spec.experts, logits), d.tensor(1, spec.experts, bias), i, w);
+      ids.emplace_back(n * spec.top_k);
+      b->download(i, ids.back().data());
+      weights.push_back(d.get(w));
+    }
+    CAPTURE(spec.experts, spec.n_group);
+    CHECK(ids[0] == ids[1]);
+    CHECK(test::nmse(weights[0], weights[1]) < 1e-12);
+  }
+  {  // matmul: a row of a 9-row call equals the one-row call, bit for bit, across row tiles
+    test::Device d{*metal, {}};
+    const TestMatrix m = random_matrix(WeightFormat::MXFP4, 77, 96, rng);
+    const auto x = test::random_floats(9 * 96, rng);
+    const Weight w = d.weight(m);
+    const Tensor all = d.tensor(9, 77), xs = d.tensor(9, 96, x);
+    metal->matmul(w, xs, all);
+    const auto batch = d.get(all);
+    for (int64_t t = 0; t < 9; ++t) {
+      const Tensor one = d.tensor(1, 77);
+      metal->matmul(w, xs.row_range(t, 1), one);
+      CHECK(test::same_bits(d.get(one), std::vector<float>(batch.begin() + t * 77, batch.begin() + (t + 1) * 77)));
+    }
+  }
+}

@@ -1,7 +1,31 @@
 #!/usr/bin/env bash
-# Installs what deltafin needs to build, test and run on Debian 12 (or a close relative).
-# Idempotent: packages already present are not touched. Uses sudo when not run as root.
+# Installs what deltafin needs to build, test and run on Debian 12 (or a close relative), or on
+# macOS with Homebrew. Idempotent: packages already present are not touched. Uses sudo when not
+# run as root (Debian). Written for bash 3.2 (macOS's /bin/bash) too.
 set -euo pipefail
+
+if [ "$(uname -s)" = "Darwin" ]; then
+  # macOS: Homebrew's packages (CMake finds them through `brew --prefix`; icu4c is keg-only and
+  # found through its pkg-config directory, see CMakeLists.txt). Xcode's command-line tools give
+  # clang and the Metal framework headers; the shaders are compiled at run time by the OS.
+  if ! command -v brew >/dev/null; then
+    echo "setup: Homebrew is needed on macOS (https://brew.sh)" >&2
+    exit 1
+  fi
+  brew_packages="cmake ninja cli11 fmt spdlog simdjson xxhash catch2 highway pcre2 icu4c pkgconf node python numpy"
+  missing=""
+  for p in $brew_packages; do
+    brew list --versions "$p" >/dev/null 2>&1 || missing="$missing $p"
+  done
+  if [ -z "$missing" ]; then
+    echo "setup: all packages present"
+  else
+    echo "setup: installing$missing"
+    # shellcheck disable=SC2086
+    brew install $missing
+  fi
+  exit 0
+fi
 
 packages=(
   build-essential cmake ninja-build pkg-config git

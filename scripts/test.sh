@@ -12,5 +12,5 @@ export DELTAFIN_TEXT_REF="$PWD/build/text-ref"
 if [ "${1:-}" = "--slow" ]; then
   build/tests/deltafin_tests "[slow]"
 else
-  ctest --test-dir build --output-on-failure -j "$(nproc)"
+  ctest --test-dir build --output-on-failure -j "$(getconf _NPROCESSORS_ONLN)"  # nproc is not on macOS
 fi

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <map>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -23,6 +24,7 @@
 #include "cpu/rope.hpp"
 #include "cpu/vec_ops.hpp"
 #include "backend_test_util.hpp"
+#include "metal/emulated_metal.hpp"
 #include "random_weights.hpp"
 #include "test_util.hpp"
 
@@ -36,19 +38,23 @@ using test::same_bits;
 
 namespace {
 
-// Every backend this build has, for the harness: the CPU, and CUDA where the build has it and a
-// device is present (Metal joins here when compiled).
-std::vector<std::unique_ptr<Backend>> backends_under_test() {
+// Every backend this build has, for the harness: the CPU, CUDA or Metal where the build has it
+// and a device is present, and the Metal kernels on the SIMT emulator (tests/metal); the last two
+// once, as they do not depend on the host's SIMD target.
+std::vector<std::unique_ptr<Backend>> backends_under_test(bool first_target) {
   std::vector<std::unique_ptr<Backend>> b;
   b.push_back(make_cpu_backend(3));
   if (cuda_device_present()) b.push_back(make_cuda_backend());
+  if (first_target && metal_device_present()) b.push_back(make_metal_backend());
+  if (first_target) b.push_back(test::make_emulated_metal_backend());
   return b;
 }
 
 template <class Body>
 void for_each_backend(Body&& body) {
+  bool first = true;
   test::for_each_simd_target([&](const std::string&) {
-    for (auto& backend : backends_under_test()) {
+    for (auto& backend : backends_under_test(std::exchange(first, false))) {
       INFO("backend " << backend->name());
       Device d{*backend, {}};
       body(d);

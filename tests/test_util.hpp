@@ -44,14 +44,16 @@ void for_each_simd_target(Body&& body) {
 }
 
 // The device backends this build has and this machine runs: CUDA when compiled in with a device
-// present (the GPU machine), none in CI.
+// present (the GPU machine), Metal on a Mac, none in CI.
 inline std::vector<std::string> device_backends() {
   std::vector<std::string> names;
   if (cuda_device_present()) names.push_back("cuda");
+  if (metal_device_present()) names.push_back("metal");
   return names;
 }
 
 inline std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+  if (name == "metal") return make_metal_backend();
   return name == "cuda" ? make_cuda_backend() : make_cpu_backend(threads);
 }
 

@@ -16,7 +16,7 @@ struct EngineOptions {
   double cache_gb = 4.0;   // byte budget of the routed-expert cache
   bool cache_gb_given = false;  // set by the user: refused, not lowered, when memory is short
   int threads = 0;         // 0: one per hardware thread
-  std::string backend = "cpu";  // cpu, cuda, or auto (CUDA when a device is present, else CPU)
+  std::string backend = "cpu";  // cpu, cuda, metal, or auto (CUDA or Metal when a device is present, else CPU)
   int64_t chunk = 64;      // positions per prefill pass
   bool bypass = true;      // read routed experts around the page cache (O_DIRECT / F_NOCACHE)
   // Placement manifest (deltafin place): "" = <model_dir>/deltafin-placement.json when it

@@ -1,4 +1,4 @@
-// The device boundary every backend implements (CPU now; CUDA and Metal next): memory the
+// The device boundary every backend implements (CPU, CUDA and Metal): memory the
 // backend owns, an asynchronous command stream, and the op set over n positions. The model
 // calls nothing else.
 //
@@ -159,5 +159,10 @@ std::unique_ptr<Backend> make_cpu_backend(int threads);
 // (configure with -DDELTAFIN_CUDA=ON) or no device is present.
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
 bool cuda_device_present();
+
+// The Metal backend on the system's default GPU (Apple Silicon); throws deltafin::Error in one
+// line when the build has no Metal (any build but macOS) or no device is present.
+std::unique_ptr<Backend> make_metal_backend();
+bool metal_device_present();
 
 }  // namespace deltafin

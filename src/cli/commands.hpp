@@ -64,5 +64,6 @@ Command register_tokenize(CLI::App& app);
 Command register_detokenize(CLI::App& app);
 Command register_place(CLI::App& app);
 Command register_verify(CLI::App& app);
+Command register_metal_selftest(CLI::App& app);
 
 }  // namespace deltafin::cli

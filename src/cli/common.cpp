@@ -9,14 +9,26 @@
 #include "cli/commands.hpp"
 #include "util/error.hpp"
 
+#ifdef __APPLE__
+#include <mach-o/dyld.h>  // _NSGetExecutablePath
+#endif
+
 namespace deltafin::cli {
 
 namespace {
 
-// The directory of the running binary (for locating the bundled model next to a build).
+// The directory of the running binary (for locating the bundled model next to a build):
+// /proc/self/exe on Linux, _NSGetExecutablePath on macOS (which has no /proc).
 std::filesystem::path executable_dir() {
   std::error_code ec;
+#ifdef __APPLE__
+  char path[4096];
+  uint32_t size = sizeof(path);
+  if (_NSGetExecutablePath(path, &size) != 0) return {};
+  const std::filesystem::path exe = std::filesystem::weakly_canonical(path, ec);
+#else
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+#endif
   return ec ? std::filesystem::path() : exe.parent_path();
 }
 
@@ -55,7 +67,7 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
       "Byte budget of the routed-expert cache, in GB (default 4, lowered to what the machine has free)");
   app.add_option("--threads", options.threads, "Worker threads (0: one per hardware thread)")->capture_default_str();
   app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();
-  app.add_option("--backend", options.backend, "What runs the model: cpu, cuda, or auto (CUDA when a device is present)")
+  app.add_option("--backend", options.backend, "What runs the model: cpu, cuda, metal, or auto (CUDA or Metal when a device is present)")
       ->capture_default_str();
   app.add_flag("--no-bypass{false}", options.bypass, "Read routed experts through the page cache (default: bypass it)");
   app.add_option("--placement", options.placement,

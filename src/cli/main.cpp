@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", [] { return "deltafin 0.1.0\n" + cpu::simd_summary(); });
   const cli::Command commands[] = {cli::register_run(app), cli::register_logits(app), cli::register_inspect(app),
                                      cli::register_tokenize(app), cli::register_detokenize(app),
-                                     cli::register_place(app),    cli::register_verify(app)};
+                                     cli::register_place(app),    cli::register_verify(app),
+                                     cli::register_metal_selftest(app)};
   spdlog::set_default_logger(spdlog::stderr_logger_mt("deltafin"));  // warnings go to stderr
   spdlog::set_pattern("deltafin: %l: %v");
   try {

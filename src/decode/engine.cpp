@@ -97,6 +97,7 @@ std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIn
 
 std::unique_ptr<Backend> open_backend(const EngineOptions& o) {
   if (o.backend == "cuda" || (o.backend == "auto" && cuda_device_present())) return make_cuda_backend();
+  if (o.backend == "metal" || (o.backend == "auto" && metal_device_present())) return make_metal_backend();
   return make_cpu_backend(o.threads);
 }
 
@@ -106,8 +107,8 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
   if (!(options.cache_gb >= 0 && options.cache_gb <= 1e9))  // also NaN and inf
     fail("--cache-gb must be a number of GB >= 0 (got {})", options.cache_gb);
   if (options.threads < 0) fail("--threads must be >= 0 (0: one per hardware thread; got {})", options.threads);
-  if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto")
-    fail("--backend must be cpu, cuda or auto (got '{}')", options.backend);
+  if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "metal" && options.backend != "auto")
+    fail("--backend must be cpu, cuda, metal or auto (got '{}')", options.backend);
   if (options.chunk <= 0) fail("--chunk must be positive (got {})", options.chunk);
   if (options.positions < 0) fail("the planned positions must be >= 0 (got {})", options.positions);
   if (options.io_depth < 1 || options.io_depth > 256) fail("--io-depth must be 1..256 (got {})", options.io_depth);

@@ -1,0 +1,15 @@
+// Planted error: a simd function outside the subset
+// expect: use of undeclared identifier 'simd_prefix_exclusive_sum'
+#include <metal_stdlib>
+
+#include "common.h"
+
+using namespace metal;
+using namespace dfm;
+
+
+kernel void df_planted(constant FillArgs& a [[buffer(0)]], device float* out [[buffer(1)]],
+                        threadgroup float* tg [[threadgroup(0)]], uint3 group [[threadgroup_position_in_grid]],
+                        uint lid [[thread_index_in_threadgroup]]) {
+  out[lid] = simd_prefix_exclusive_sum(a.value);
+}

@@ -14,20 +14,8 @@
 
 namespace deltafin::test {
 
-inline constexpr WeightFormat kFormats[] = {WeightFormat::F32,   WeightFormat::F16,  WeightFormat::BF16,
-                                     WeightFormat::F8_E4M3_BLOCK128, WeightFormat::MXFP4, WeightFormat::INT4_G32};
-
-inline const char* format_name(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::F32: return "F32";
-    case WeightFormat::F16: return "F16";
-    case WeightFormat::BF16: return "BF16";
-    case WeightFormat::F8_E4M3_BLOCK128: return "F8_E4M3_BLOCK128";
-    case WeightFormat::MXFP4: return "MXFP4";
-    case WeightFormat::INT4_G32: return "INT4_G32";
-  }
-  return "?";
-}
+inline constexpr const auto& kFormats = kWeightFormats;
+inline const char* format_name(WeightFormat f) { return weight_format_name(f); }
 
 // A random finite matrix in one format, owning its storage.
 struct TestMatrix {

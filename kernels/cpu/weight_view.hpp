@@ -26,6 +26,22 @@ namespace deltafin {
 //                        scales: bf16 [rows, ceil(cols/32)]; W[r, j] = q * scale[r, j/32]
 enum class WeightFormat : uint8_t { F32, F16, BF16, F8_E4M3_BLOCK128, MXFP4, INT4_G32 };
 
+// Every format, and each one's name (tests and self-checks iterate over them).
+inline constexpr WeightFormat kWeightFormats[] = {WeightFormat::F32, WeightFormat::F16, WeightFormat::BF16,
+                                                  WeightFormat::F8_E4M3_BLOCK128, WeightFormat::MXFP4,
+                                                  WeightFormat::INT4_G32};
+inline const char* weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::F32: return "F32";
+    case WeightFormat::F16: return "F16";
+    case WeightFormat::BF16: return "BF16";
+    case WeightFormat::F8_E4M3_BLOCK128: return "F8_E4M3_BLOCK128";
+    case WeightFormat::MXFP4: return "MXFP4";
+    case WeightFormat::INT4_G32: return "INT4_G32";
+  }
+  return "?";
+}
+
 struct WeightView {
   WeightFormat format = WeightFormat::F32;
   const void* data = nullptr;     // [rows, cols] row-major in `format` (packed formats: above)

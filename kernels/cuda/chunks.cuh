@@ -13,11 +13,11 @@
 namespace deltafin::cuda {
 
 // Elements per 16-byte chunk.
+__host__ __device__ constexpr int chunk_elems(WeightFormat f) {
+  return f == WeightFormat::F32 ? 4 : f == WeightFormat::F16 || f == WeightFormat::BF16 ? 8 : f == WeightFormat::F8_E4M3_BLOCK128 ? 16 : 32;
+}
 template <WeightFormat F>
-inline constexpr int kChunkElems = F == WeightFormat::F32                                 ? 4
-                                   : F == WeightFormat::F16 || F == WeightFormat::BF16    ? 8
-                                   : F == WeightFormat::F8_E4M3_BLOCK128                  ? 16
-                                                                                          : 32;
+inline constexpr int kChunkElems = chunk_elems(F);
 
 __host__ __device__ inline int64_t row_bytes(const WMat& w) {
   switch (w.format) {

@@ -189,9 +189,7 @@ cudaError_t launch_format(const ExpertBatchArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool expert_matmul_supported(const WMat& w) {
-  const int64_t e = w.format == WeightFormat::F32 ? 4 : w.format == WeightFormat::F16 || w.format == WeightFormat::BF16 ? 8
-                    : w.format == WeightFormat::F8_E4M3_BLOCK128 ? 16 : 32;
-  return w.cols % e == 0 && vector_ok(w);
+  return w.cols % chunk_elems(w.format) == 0 && vector_ok(w);
 }
 
 cudaError_t launch_expert_matmul(const ExpertBatchArgs& a, cudaStream_t stream) {

@@ -67,6 +67,18 @@ struct KdaArgs {
   Tensor out;                     // [n, ch] the delta rule's output, before o_norm
 };
 
+// Whether the tensors have the shapes above (n = q.rows); the parameters as the CPU reads them:
+// dense, of ch * taps, ch and heads elements whatever their shape ([ch, taps] or [1, ch * taps]).
+inline bool kda_shapes_match(const KdaArgs& a) {
+  const int64_t n = a.q.rows, ch = a.heads * a.head_dim, hist = a.taps - 1;
+  auto shaped = [](const Tensor& t, int64_t rows, int64_t cols) { return t.rows == rows && t.cols == cols; };
+  auto dense = [](const Tensor& t, int64_t elements) { return t.dense() && t.elements() == elements; };
+  return a.taps >= 1 && shaped(a.q, n, ch) && shaped(a.k, n, ch) && shaped(a.v, n, ch) && shaped(a.beta, n, a.heads) &&
+         shaped(a.decay, n, ch) && dense(a.conv_q, ch * a.taps) && dense(a.conv_k, ch * a.taps) &&
+         dense(a.conv_v, ch * a.taps) && dense(a.dt_bias, ch) && dense(a.decay_rate, a.heads) &&
+         shaped(a.window, 3 * hist, ch) && shaped(a.state, ch, a.head_dim) && shaped(a.out, n, ch);
+}
+
 // Where a device backend's time went (Backend::times()), measured only when asked for: on CUDA
 // with DELTAFIN_DEVICE_PROFILE=1 (an event pair around each op; the copies timed on the host).
 struct DeviceTimes {

@@ -12,20 +12,7 @@
 namespace deltafin {
 namespace {
 
-constexpr WeightFormat kFormats[] = {WeightFormat::F32, WeightFormat::F16, WeightFormat::BF16,
-                                     WeightFormat::F8_E4M3_BLOCK128, WeightFormat::MXFP4, WeightFormat::INT4_G32};
-
-const char* format_name(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::F32: return "F32";
-    case WeightFormat::F16: return "F16";
-    case WeightFormat::BF16: return "BF16";
-    case WeightFormat::F8_E4M3_BLOCK128: return "F8_E4M3_BLOCK128";
-    case WeightFormat::MXFP4: return "MXFP4";
-    case WeightFormat::INT4_G32: return "INT4_G32";
-  }
-  return "?";
-}
+constexpr const auto& kFormats = kWeightFormats;
 
 // A weight's stored bytes: data, and scales where the format has them (finite values only).
 struct HostWeight {
@@ -172,13 +159,13 @@ std::vector<OpCheck> check_ops(Backend& device, Backend& reference) {
     checks.push_back({name, nmse(got, want), bound});
   };
   for (WeightFormat f : kFormats) {
-    both(std::string("matmul ") + format_name(f), 4e-10, [&](On& on, std::mt19937& g) {
+    both(std::string("matmul ") + weight_format_name(f), 4e-10, [&](On& on, std::mt19937& g) {
       const HostWeight w = random_weight(f, 37, 160, g);
       const Tensor y = on.tensor(5, 37);
       on.backend.matmul(on.weight(w), on.tensor(5, 160, random_floats(5 * 160, g)), y);
       return on.get(y);
     });
-    both(std::string("embed ") + format_name(f), 0.0, [&](On& on, std::mt19937& g) {
+    both(std::string("embed ") + weight_format_name(f), 0.0, [&](On& on, std::mt19937& g) {
       const HostWeight w = random_weight(f, 40, 64, g);
       const std::vector<int32_t> ids = {3, 0, 39, 3, 17};
       const Tensor out = on.tensor(5, 64);
@@ -261,7 +248,7 @@ std::vector<OpCheck> check_ops(Backend& device, Backend& reference) {
     return result;
   });
   for (WeightFormat f : {WeightFormat::BF16, WeightFormat::MXFP4, WeightFormat::INT4_G32})
-    both(std::string("routed_experts ") + format_name(f), 4e-10, [&](On& on, std::mt19937& g) {
+    both(std::string("routed_experts ") + weight_format_name(f), 4e-10, [&](On& on, std::mt19937& g) {
       const int64_t rows = 4, k = 2, in = 64, width = 32;
       std::vector<std::array<HostWeight, 3>> host;
       for (int e = 0; e < 6; ++e)

@@ -293,15 +293,8 @@ class CudaBackend final : public Backend {
 
   void kda(const KdaArgs& a) override {
     const auto timed = timer_->scope(cuda::OpTimer::kSpine);
-    const int64_t n = a.q.rows, ch = a.heads * a.head_dim, hist = a.taps - 1;
-    auto shaped = [&](const Tensor& t, int64_t rows, int64_t cols) { return t.rows == rows && t.cols == cols; };
-    // The parameters as the CPU reads them: dense, of ch * taps, ch and heads elements whatever
-    // their shape ([ch, taps] or the loader's [1, ch * taps]).
-    auto dense = [](const Tensor& t, int64_t elements) { return t.dense() && t.elements() == elements; };
-    if (a.taps < 1 || !shaped(a.q, n, ch) || !shaped(a.k, n, ch) || !shaped(a.v, n, ch) || !shaped(a.beta, n, a.heads) ||
-        !shaped(a.decay, n, ch) || !dense(a.conv_q, ch * a.taps) || !dense(a.conv_k, ch * a.taps) ||
-        !dense(a.conv_v, ch * a.taps) || !dense(a.dt_bias, ch) || !dense(a.decay_rate, a.heads) ||
-        !shaped(a.window, 3 * hist, ch) || !shaped(a.state, ch, a.head_dim) || !shaped(a.out, n, ch))
+    const int64_t n = a.q.rows, ch = a.heads * a.head_dim;
+    if (!kda_shapes_match(a))
       fail("cuda backend: kda shapes do not match {} heads of {} over {} taps and {} tokens", a.heads, a.head_dim, a.taps, n);
     if (a.head_dim > 1024 || cuda::kda_shared_bytes(a.head_dim) > static_cast<size_t>(max_shared_))
       fail("cuda backend: kda head_dim {} needs {} of shared memory per block; this device has {}", a.head_dim,

@@ -241,13 +241,8 @@ void MetalOps::mla_attention(const MlaShape& s, const Weight& kv_b, const Tensor
 }
 
 void MetalOps::kda(const KdaArgs& a) {
-  const int64_t n = a.q.rows, ch = a.heads * a.head_dim, hist = a.taps - 1;
-  auto shaped = [&](const Tensor& t, int64_t rows, int64_t cols) { return t.rows == rows && t.cols == cols; };
-  auto dense = [](const Tensor& t, int64_t elements) { return t.dense() && t.elements() == elements; };
-  if (a.taps < 1 || !shaped(a.q, n, ch) || !shaped(a.k, n, ch) || !shaped(a.v, n, ch) || !shaped(a.beta, n, a.heads) ||
-      !shaped(a.decay, n, ch) || !dense(a.conv_q, ch * a.taps) || !dense(a.conv_k, ch * a.taps) ||
-      !dense(a.conv_v, ch * a.taps) || !dense(a.dt_bias, ch) || !dense(a.decay_rate, a.heads) ||
-      !shaped(a.window, 3 * hist, ch) || !shaped(a.state, ch, a.head_dim) || !shaped(a.out, n, ch))
+  const int64_t n = a.q.rows, ch = a.heads * a.head_dim;
+  if (!kda_shapes_match(a))
     fail("metal backend: kda shapes do not match {} heads of {} over {} taps and {} tokens", a.heads, a.head_dim, a.taps, n);
   if (n == 0 || ch == 0) return;
   const std::shared_ptr<Buffer> conv_buffer = scratch(static_cast<uint64_t>(3 * n * ch) * 4);  // [3, n, ch]

@@ -305,35 +305,123 @@ TEST_CASE("cuda backend: matmul and routed_experts rows are batch invariant acro
       CHECK(nmse(all, ref) < 1e-10);
     }
   // routed_experts: 16 rows over 5 experts, against each row alone.
-  const int64_t n = 16, k = 2, in = 256, width = 96;
+  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::MXFP4}) {
+    CAPTURE(test::format_name(f));
+    const int64_t n = 16, k = 2, in = 256, width = 96;
+    std::vector<Expert> host;
+    for (int e = 0; e < 5; ++e) host.push_back(random_expert(f, width, in, rng));
+    CountedExperts source(on, host);
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+    for (int64_t t = 0; t < n; ++t) {
+      const int32_t a = static_cast<int32_t>(t % 5), c = static_cast<int32_t>((t * 3 + 1) % 5);
+      ids.push_back(std::min(a, c)), ids.push_back(a == c ? (a + 1) % 5 : std::max(a, c));
+      if (ids[t * k] > ids[t * k + 1]) std::swap(ids[t * k], ids[t * k + 1]);
+      weights.push_back(0.3f + 0.1f * t), weights.push_back(1.0f - 0.05f * t);
+    }
+    const std::vector<int32_t> all_experts = {0, 1, 2, 3, 4};
+    const auto x = random_floats(n * in, rng);
+    const Tensor tx = on.tensor(n, in, x), tids = on.tensor(n, k, ids.data(), Elem::I32), tw = on.tensor(n, k, weights);
+    const Tensor out = on.tensor(n, in);
+    b->routed_experts(tx, tids, tw, all_experts, source, width, GatedActivation{}, out);
+    const std::vector<float> all = on.get(out);
+    std::vector<float> one_by_one;
+    for (int64_t t = 0; t < n; ++t) {
+      const std::vector<int32_t> mine = {ids[t * k], ids[t * k + 1]};
+      const Tensor o = on.tensor(1, in);
+      b->routed_experts(tx.row_range(t, 1), tids.row_range(t, 1), tw.row_range(t, 1), mine, source, width, GatedActivation{}, o);
+      const auto row = on.get(o);
+      one_by_one.insert(one_by_one.end(), row.begin(), row.end());
+    }
+    CHECK(same_bits(all, one_by_one));
+    CHECK(nmse(all, experts_ref(host, x, ids, weights, n, k, in, width, GatedActivation{})) < 1e-10);
+    CHECK(source.released == source.acquired);  // every download waited for everything
+  }
+}
+
+namespace {
+
+// Element [r, c] of an MXFP4 test matrix, exactly.
+double mxfp4_at(const TestMatrix& m, int64_t r, int64_t c) {
+  const uint8_t byte = m.u8[(r * m.cols + c) / 2];
+  const double scale = cpu::e8m0_to_f32(m.scales_u8[r * (m.cols / 32) + c / 32]);
+  return cpu::e2m1_to_f32(c % 2 ? byte >> 4 : byte & 15) * scale;
+}
+
+}  // namespace
+
+TEST_CASE("cuda backend: MXFP4 experts are as close to the exact sums as the CPU's fp32 twin", "[cuda]") {
+  auto b = cuda_or_skip();
+  if (!b) return;
+  Device on{*b, {}};
+  std::mt19937 rng(41);
+  // 111 groups a row (not a multiple of 4: the scale rows are not 4-byte aligned), 3 positions.
+  const int64_t n = 3, k = 2, in = 3552, width = 192;
   std::vector<Expert> host;
-  for (int e = 0; e < 5; ++e) host.push_back(random_expert(WeightFormat::BF16, width, in, rng));
-  CountedExperts source(on, host);
-  std::vector<int32_t> ids;
-  std::vector<float> weights;
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t a = static_cast<int32_t>(t % 5), c = static_cast<int32_t>((t * 3 + 1) % 5);
-    ids.push_back(std::min(a, c)), ids.push_back(a == c ? (a + 1) % 5 : std::max(a, c));
-    if (ids[t * k] > ids[t * k + 1]) std::swap(ids[t * k], ids[t * k + 1]);
-    weights.push_back(0.3f + 0.1f * t), weights.push_back(1.0f - 0.05f * t);
-  }
-  const std::vector<int32_t> all_experts = {0, 1, 2, 3, 4};
-  const auto x = random_floats(n * in, rng);
-  const Tensor tx = on.tensor(n, in, x), tids = on.tensor(n, k, ids.data(), Elem::I32), tw = on.tensor(n, k, weights);
+  for (int e = 0; e < 3; ++e) host.push_back(random_expert(WeightFormat::MXFP4, width, in, rng));
+  // x over 25 binades within each group, one zero group, one of subnormals.
+  std::uniform_int_distribution<int> binade(-20, 4);
+  std::vector<float> x = random_floats(n * in, rng);
+  for (float& v : x) v = std::ldexp(v, binade(rng));
+  for (int64_t c = 0; c < 32; ++c) x[64 + c] = 0.0f, x[in + 96 + c] = std::ldexp(x[in + 96 + c], -140);
+  const std::vector<int32_t> ids = {0, 2, 1, 2, 0, 1};
+  const std::vector<float> weights = {0.75f, 0.25f, 1.0f, -0.5f, 0.125f, 2.0f};
+  const std::vector<int32_t> chosen = {0, 1, 2};
   const Tensor out = on.tensor(n, in);
-  b->routed_experts(tx, tids, tw, all_experts, source, width, GatedActivation{}, out);
-  const std::vector<float> all = on.get(out);
-  std::vector<float> one_by_one;
-  for (int64_t t = 0; t < n; ++t) {
-    const std::vector<int32_t> mine = {ids[t * k], ids[t * k + 1]};
-    const Tensor o = on.tensor(1, in);
-    b->routed_experts(tx.row_range(t, 1), tids.row_range(t, 1), tw.row_range(t, 1), mine, source, width, GatedActivation{}, o);
-    const auto row = on.get(o);
-    one_by_one.insert(one_by_one.end(), row.begin(), row.end());
+  CountedExperts source(on, host);
+  b->routed_experts(on.tensor(n, in, x), on.tensor(n, k, ids.data(), Elem::I32), on.tensor(n, k, weights), chosen, source,
+                    width, GatedActivation{}, out);
+  const std::vector<float> got = on.get(out);
+  // The definition in double (the activations rounded to float, as both backends hold them).
+  std::vector<float> exact(n * in, 0.0f);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const Expert& m = host[ids[t * k + j]];
+      std::vector<float> h(width);
+      for (int64_t r = 0; r < width; ++r) {
+        double g = 0, u = 0;
+        for (int64_t c = 0; c < in; ++c) g += mxfp4_at(m[0], r, c) * x[t * in + c], u += mxfp4_at(m[1], r, c) * x[t * in + c];
+        h[r] = static_cast<float>(g / (1 + std::exp(-g)) * u);
+      }
+      for (int64_t r = 0; r < in; ++r) {
+        double y = 0;
+        for (int64_t c = 0; c < width; ++c) y += mxfp4_at(m[2], r, c) * h[c];
+        exact[t * in + r] += static_cast<float>(weights[t * k + j] * y);
+      }
+    }
+  const double cuda_error = nmse(got, exact);
+  const double cpu_error = nmse(experts_ref(host, x, ids, weights, n, k, in, width, GatedActivation{}), exact);
+  WARN("MXFP4 experts against the exact sums: CUDA nmse " << cuda_error << ", CPU fp32 twin nmse " << cpu_error);
+  CHECK(cuda_error < 1e-12);
+  CHECK(cuda_error <= 4 * cpu_error);
+}
+
+TEST_CASE("cuda backend: an MXFP4 NaN scale or a non-finite x gives non-finite sums exactly where the CPU's are", "[cuda]") {
+  auto b = cuda_or_skip();
+  if (!b) return;
+  Device on{*b, {}};
+  std::mt19937 rng(43);
+  const int64_t in = 128, width = 64;
+  for (const bool nan_scale : {true, false}) {
+    std::vector<Expert> host = {random_expert(WeightFormat::MXFP4, width, in, rng)};
+    std::vector<float> x = random_floats(2 * in, rng);
+    if (nan_scale) host[0][0].scales_u8[5 * (in / 32) + 2] = 255;  // gate row 5, group 2
+    else x[in + 70] = INFINITY;                                    // position 1, group 2
+    const std::vector<int32_t> ids = {0, 0}, chosen = {0};
+    const std::vector<float> weights = {1.0f, 1.0f};
+    const Tensor out = on.tensor(2, in);
+    CountedExperts source(on, host);
+    b->routed_experts(on.tensor(2, in, x), on.tensor(2, 1, ids.data(), Elem::I32), on.tensor(2, 1, weights), chosen, source,
+                      width, GatedActivation{}, out);
+    const std::vector<float> got = on.get(out);
+    const std::vector<float> ref = experts_ref(host, x, ids, weights, 2, 1, in, width, GatedActivation{});
+    CAPTURE(nan_scale);
+    for (size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::isfinite(got[i]) == std::isfinite(ref[i]));
+      if (std::isfinite(ref[i])) CHECK(std::abs(got[i] - ref[i]) <= 1e-4f * (1 + std::abs(ref[i])));
+    }
   }
-  CHECK(same_bits(all, one_by_one));
-  CHECK(nmse(all, experts_ref(host, x, ids, weights, n, k, in, width, GatedActivation{})) < 1e-10);
-  CHECK(source.released == source.acquired);  // every download waited for everything
 }
 
 TEST_CASE("cuda backend: route chooses exactly the CPU's experts at K2 and grouped sizes", "[cuda]") {

@@ -15,9 +15,11 @@
 #   expert_gb_per_token  expert bytes read from the drives per decoded token, GB
 #   drive_index          0 .. drives-1
 #   drive_gbps           this drive's measured read rate during decode, GB/s
-#   drive_ceiling_gbps   this drive's ceiling from fio-ceiling.sh, GB/s
+#   drive_ceiling_gbps   this drive's ceiling from fio-ceiling.sh (fio or its fallback), GB/s
 #   prefill_tok_s        measured prefill rate, tokens/s
 #   ids_xxh3             xxh3 of the generated token ids (warns unless the same in every arm)
+#   cold                 1: the page cache was dropped before every run of the arm; 0: not
+#                        (k3-public-bench/drop-cache.sh was not permitted)
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: plot.sh RESULTS.csv OUTDIR" >&2; exit 2; }

@@ -34,7 +34,7 @@ numpy_python() {
 with_timeout() {
   local secs=$1
   shift
-  if command -v timeout >/dev/null; then timeout "$secs" "$@"; return; fi
+  if command -v timeout >/dev/null; then timeout "$secs" "$@"; return; fi  # lint-portable: ok (the fallback itself)
   if command -v gtimeout >/dev/null; then gtimeout "$secs" "$@"; return; fi
   local flag rc=0 cmd watchdog
   flag=$(mktemp "${TMPDIR:-/tmp}/with_timeout.XXXXXX")

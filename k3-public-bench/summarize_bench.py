@@ -44,7 +44,7 @@ for name, manifest, _prefix, n, rep in arms:
     gb_per_token = d["expert_bytes"] / d["tokens"] / 1e9
     drives = med["drives"]
     ceilings = [ceiling[x["path"]] for x in drives]
-    floor = sum(ceilings) / gb_per_token
+    floor = sum(ceilings) / gb_per_token if gb_per_token else float("inf")  # inf: every expert was a cache hit
     drive_rates = [x["decode_bytes"] / d["seconds"] / 1e9 for x in drives]
     hashes.update(r["ids_xxh3"] for r in runs)
     for i, x in enumerate(drives):

@@ -163,7 +163,9 @@ cold_run prefill256 $prefix "$bin" run -m "$model" --placement "$manifest" --tok
 
 arm_list=$(printf '%s\n' "${arms[@]}")
 drive_list=
-if [ "$n_real" -gt 0 ]; then drive_list=$(printf '%s\n' "${dirs[@]}"); fi
+if [ "$n_real" -gt 0 ]; then  # each directory with the device it is on
+  drive_list=$(for d in "${dirs[@]}"; do echo "$d (on $(df -P "$d" | awk 'NR == 2 { print $1 }'))"; done)
+fi
 PROVENANCE=$("$root/k3-public-bench/provenance.sh" "$bin") REAL_DRIVES=$drive_list \
   python3 "$root/k3-public-bench/summarize_bench.py" "$work" "$out" "$mbps" "$cache" "$tokens" <<< "$arm_list"
 "$root/k3-public-bench/plot.sh" "$out/results.csv" "$out"

@@ -3,8 +3,8 @@
 WORK/ceilings.txt (data file, ceiling GB/s, engine), WORK/runs/*.json (deltafin run --stats-json)
 and WORK/runs/cold.txt (run, 1 when the page cache was dropped before it), and writes
 OUT/results.csv (the schema in plot.sh) and OUT/results.md. REAL_DRIVES (environment): the
---drive directories, one a line, when the run used the user's drives instead of throttled ones.
-Python stdlib only.
+--drive directories with their devices, one a line, when the run used the user's drives instead
+of throttled ones. Python stdlib only.
 
 usage: summarize_bench.py WORK OUT READ_MBPS CACHE_GB TOKENS < arms
 """

@@ -38,7 +38,7 @@ RULES = [  # (id, pattern, advice)
     ("timeout", CMD + r"timeout\s", "no timeout on macOS: with_timeout (portable.sh)"),
     ("date-ns", CMD + r"date\s[^|;]*%N", "date +%N is GNU-only"),
     ("date-d", CMD + r"date\s+(?:-\w+\s+)*-d\b", "date -d is GNU-only"),
-    ("seq-s", CMD + r"seq\s+(?:-\w+\s+)*-s", "BSD seq -s ends with the separator: csv_range (portable.sh)"),
+    ("seq-s", CMD + r"seq\s+(?:-\w+\s+)*-s", "BSD seq -s may end with the separator: csv_range (portable.sh)"),
     ("grep-P", CMD + r"grep\s+(?:-\w+\s+)*-\w*P", "grep -P is GNU-only: grep -E"),
     ("tac", CMD + r"tac\b", "tac is GNU-only: awk '{l[NR] = $0} END {for (i = NR; i > 0; i--) print l[i]}'"),
     ("cp-t", CMD + r"cp\s+(?:-\w+\s+)*-\w*t\b", "cp -t is GNU-only"),

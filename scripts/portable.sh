@@ -2,7 +2,7 @@
 # and BSD tools as well as on Linux (scripts/lint-portable.sh rejects the GNU forms):
 #   file_bytes FILE             size in bytes (GNU `stat -c %s`, BSD `stat -f %z` differ)
 #   cpu_count                   online CPUs (no `nproc` on macOS)
-#   csv_range FIRST LAST        "FIRST,FIRST+1,...,LAST" (BSD `seq -s,` ends with a separator)
+#   csv_range FIRST LAST        "FIRST,FIRST+1,...,LAST" (BSD `seq -s,` may end with one more comma)
 #   numpy_python                the first of $PYTHON, python3, /usr/bin/python3 that has numpy
 #                               (tools/: a pyenv python3 may lack it, as macOS's /usr/bin/python3 does)
 #   with_timeout SECONDS CMD... CMD, killed after SECONDS (`timeout`, else `gtimeout`, else a

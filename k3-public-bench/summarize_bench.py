@@ -74,13 +74,13 @@ cold_text = ("every run cold (page cache dropped, bypass on)" if not not_cold el
              f"expert reads still bypass the cache, the spine may have been cached)")
 drives_text = ("Drives: the user's own, unthrottled (--drive): " + ", ".join(real_drives) if real_drives else
                f"Throttled drives: loop devices capped at {mbps} MB/s each by the blkio cgroup (scripts/drives.sh)")
+disk_text = "; disk1: this machine's own disk (the work directory), unthrottled" if disk_base is not None else ""
 engine_names = {"psync": "fio (psync)", "io_uring": "fio (io_uring)", "builtin": "read_ceiling_bench (no fio; the engine's reader)"}
 engine_text = " / ".join(engine_names.get(e, e) for e in sorted(engines))
 md = [f"# Streaming benchmark (k3-public-bench/run-bench.sh)", "", os.environ.get("PROVENANCE", "(machine and commit not recorded)"), "",
       f"Synthetic Kimi K3-shaped model (tools/make_synthetic_k3.py --preset bench: 9 layers, 8 MoE layers x 256 "
       f"MXFP4 experts of 1.25 MB, top-16; 2.57 GB of routed experts), expert budget --cache-gb {cache}, "
-      f"{tokens} decoded tokens per run after a 16-token prompt, {cold_text}. {drives_text}; "
-      f"disk1: this machine's own disk (the work directory), unthrottled. Ceilings: {engine_text}, 1 MiB uncached "
+      f"{tokens} decoded tokens per run after a 16-token prompt, {cold_text}. {drives_text}{disk_text}. Ceilings: {engine_text}, 1 MiB uncached "
       f"random reads, 8 in flight, each drive alone (k3-public-bench/fio-ceiling.sh). Decode tok/s: median of the runs "
       f"(all runs listed). "
       f"Floor = sum of the arm's drive ceilings / expert GB read per decoded token.", "",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Charts of a multi-drive benchmark run: plot.sh RESULTS.csv OUTDIR writes
-#   OUTDIR/drive-bandwidth.png  each drive's read GB/s during decode against its fio ceiling, per arm
+#   OUTDIR/drive-bandwidth.png  each drive's read GB/s during decode against its read ceiling, per arm
 #   OUTDIR/decode-scaling.png   decode tok/s against drive count, with linear scaling from 1 drive
 # (gnuplot, pngcairo or png terminal; python3 for the CSV). RESULTS.csv has a header line and one
 # row per (arm, drive); the per-arm columns repeat on each of the arm's rows:
@@ -15,9 +15,11 @@
 #   expert_gb_per_token  expert bytes read from the drives per decoded token, GB
 #   drive_index          0 .. drives-1
 #   drive_gbps           this drive's measured read rate during decode, GB/s
-#   drive_ceiling_gbps   this drive's ceiling from fio-ceiling.sh, GB/s
+#   drive_ceiling_gbps   this drive's ceiling from fio-ceiling.sh (fio or its fallback), GB/s
 #   prefill_tok_s        measured prefill rate, tokens/s
 #   ids_xxh3             xxh3 of the generated token ids (warns unless the same in every arm)
+#   cold                 1: the page cache was dropped before every run of the arm; 0: not
+#                        (k3-public-bench/drop-cache.sh was not permitted)
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: plot.sh RESULTS.csv OUTDIR" >&2; exit 2; }
@@ -57,7 +59,7 @@ print(f"set output '{out}/drive-bandwidth.png'")
 print("$bars << EOD")
 for b in bars: print("%g %g %g d%s %.0f%%" % (b[0], b[1], b[2], b[3], 100 * b[2] / b[1] if b[1] else 0))
 print("EOD")
-print(f"""set title "Per-drive read rate during decode against the drive's fio ceiling"
+print(f"""set title "Per-drive read rate during decode against the drive's read ceiling"
 set ylabel 'GB/s'; set yrange [0:{top}]; set xrange [-0.75:{x - 0.75}]
 set xtics ({", ".join(tics)}) scale 0; set grid ytics; set key top left
 set style fill solid 1.0 noborder; set bmargin 5

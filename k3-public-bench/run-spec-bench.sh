@@ -13,6 +13,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$root/scripts/portable.sh"
 bin=$root/build/deltafin
 tokens=256 storage_tokens=32 repeat=5 mbps=150 storage=1 work=/var/tmp/deltafin-bench
 out=$root/k3-public-bench/results/speculative
@@ -47,9 +48,10 @@ for i in "${!code_prompts[@]}"; do
 done
 
 if [ "$storage" = 1 ]; then
+  [ "$(uname -s)" = Linux ] || { echo "run-spec-bench.sh: the storage arms need Linux (scripts/drives.sh; --no-storage skips them)" >&2; exit 1; }
   [ "$(id -u)" -eq 0 ] || { echo "run-spec-bench.sh: the storage arms need root (--no-storage skips them)" >&2; exit 1; }
   synth=$work/k3-synthetic
-  [ -f "$synth/model.safetensors.index.json" ] || /usr/bin/python3 "$root/tools/make_synthetic_k3.py" "$synth" --preset bench --force
+  [ -f "$synth/model.safetensors.index.json" ] || "$(numpy_python)" "$root/tools/make_synthetic_k3.py" "$synth" --preset bench --force
   "$root/scripts/drives.sh" down >/dev/null 2>&1 || true
   "$root/scripts/drives.sh" up 1 --size-gb 4 --read-mbps "$mbps"
   trap '"$root/scripts/drives.sh" down >/dev/null 2>&1 || true' EXIT
@@ -70,7 +72,7 @@ for ((r = 0; r < repeat; r++)); do
     if [[ $name == k3synth* ]]; then
       [ "$r" -ge 3 ] && continue
       n=$storage_tokens
-      sync; echo 3 > /proc/sys/vm/drop_caches
+      "$root/k3-public-bench/drop-cache.sh"
     fi
     # shellcheck disable=SC2086  # prompt and flags hold several words
     $prefix "$bin" run -m "$model" $prompt -n "$n" --ignore-eos --ids $flags --stats-json "$work/spec/$name.$r.json" > /dev/null

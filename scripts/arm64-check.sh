@@ -7,6 +7,8 @@
 # (sudo when not root). Prints how long each step took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/portable.sh
+[ "$(uname -s)" = Linux ] || { echo "arm64-check: needs Debian (multiarch packages, qemu-user); on a Mac build natively" >&2; exit 1; }
 
 all_golden=0
 if [ "${1:-}" = "--all-golden" ]; then all_golden=1; fi
@@ -49,7 +51,7 @@ build() {
   cmake -S . -B build-arm64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
     -Dsimdjson_DIR="$PWD/build-arm64/deps/usr/lib/aarch64-linux-gnu/cmake/simdjson" >/dev/null
-  cmake --build build-arm64 -j "${JOBS:-$(nproc)}" --target deltafin deltafin_tests
+  cmake --build build-arm64 -j "${JOBS:-$(cpu_count)}" --target deltafin deltafin_tests
 }
 
 qemu=(qemu-aarch64)  # not -L /usr/aarch64-linux-gnu: see cmake/aarch64-linux-gnu.cmake

@@ -18,6 +18,7 @@
 # Real drives need none of this: pass each drive's mount point to `deltafin place --drive DIR`
 # (and run the benchmarks directly, without `exec`).
 set -euo pipefail
+[ "$(uname -s)" = Linux ] || { echo "drives.sh: Linux only (loop devices, blkio cgroup); on a Mac benchmark real drives: k3-public-bench/run-bench.sh --drive DIR" >&2; exit 1; }
 
 state=${DELTAFIN_DRIVES_STATE:-/var/tmp/deltafin-drives.state}
 blkio=/sys/fs/cgroup/blkio
@@ -97,7 +98,7 @@ down() {
       dir) if [ -d "$a" ]; then rmdir "$a" 2>/dev/null || echo "drives.sh: $a is not empty; left alone" >&2; fi ;;
       cgroup) if [ -d "$a" ]; then rmdir "$a"; fi ;;
     esac
-  done < <(tac "$state")
+  done < <(awk '{ line[NR] = $0 } END { for (i = NR; i > 0; i--) print line[i] }' "$state")
   rm -f "$state"
   echo "drives down"
 }
@@ -112,7 +113,7 @@ status() {
     if [ -r "$cgroup/blkio.throttle.read_bps_device" ]; then
       cap=$(awk -v d="$mm" '$1 == d { print $2 / 1e6 " MB/s" }' "$cgroup/blkio.throttle.read_bps_device")
     fi
-    echo "$a  $b ($mm)  read cap: ${cap:-none}  $(df -h --output=used,size "$a" | tail -1 | xargs echo used/size:)"
+    echo "$a  $b ($mm)  read cap: ${cap:-none}  $(df -hP "$a" | awk 'NR == 2 { print "used/size:", $3, $2 }')"
   done < "$state"
   if [ -d "$cgroup" ]; then echo "cgroup $cgroup: $(wc -l < "$cgroup/cgroup.procs") processes"; fi
 }

@@ -11,6 +11,7 @@ seconds=${1:-60}
 which=${2:-all}
 shift $(( $# > 1 ? 2 : $# ))
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$root/scripts/portable.sh"
 build="$root/build-fuzz"
 artifacts="$build/artifacts"
 
@@ -22,7 +23,7 @@ run_target() {  # name, seed corpus, extra flags...
   local name=$1 seeds=$2
   shift 2
   local corpus="$root/tests/fuzz/$name-corpus-run"
-  cmake --build "$build" --target "fuzz_$name" -j "$(nproc)"
+  cmake --build "$build" --target "fuzz_$name" -j "$(cpu_count)"
   mkdir -p "$corpus" "$artifacts"
   for seed in "$seeds"/*; do
     [[ -e "$corpus/${seed##*/}" ]] || cp "$seed" "$corpus/"

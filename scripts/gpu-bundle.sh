@@ -7,6 +7,7 @@
 #   scripts/gpu-bundle.sh [OUT_DIR]   (default: .gpuhost/bundle)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ "$(uname -s)" = Linux ] || { echo "gpu-bundle.sh: Linux only (nvcc, ldd)" >&2; exit 1; }
 out=${1:-.gpuhost/bundle}
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DDELTAFIN_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
@@ -18,6 +19,6 @@ cp -r build/text-ref "$out/"
 # Every shared library of these packages the binaries load (the GPU machine has libc, libstdc++,
 # libgcc and the CUDA driver).
 for bin in "$out"/deltafin "$out"/deltafin_tests; do ldd "$bin"; done | awk '/=> \// {print $3}' | sort -u |
-  grep -E 'lib(hwy|fmt|spdlog|simdjson|xxhash|pcre2-8|icuuc|icudata|icui18n)\.so' | xargs -r cp -L -t "$out/lib"
+  grep -E 'lib(hwy|fmt|spdlog|simdjson|xxhash|pcre2-8|icuuc|icudata|icui18n)\.so' | while read -r lib; do cp -L "$lib" "$out/lib/"; done
 git describe --always --dirty --abbrev=12 > "$out/commit"
 du -sh "$out"

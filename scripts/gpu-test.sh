@@ -10,6 +10,9 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+. scripts/portable.sh
+[ "$(uname -s)" = Linux ] || { echo "gpu-test.sh: Linux only (the CUDA machine)" >&2; exit 1; }
+export -f csv_range  # for the steps, which run in child shells
 bundle=$(cd "${1:-.gpuhost/bundle}" && pwd)
 report=${2:-${OUT:-gpu-report}}
 mkdir -p "$report"
@@ -27,7 +30,7 @@ failed=0
 step() {  # step NAME COMMAND...: runs (at most GPU_TEST_STEP_S seconds), logs to NAME.log, records pass/fail
   local name=$1; shift
   local start=$SECONDS
-  if timeout "${GPU_TEST_STEP_S:-900}" bash -c '"$@"' step "$@" > "$report/$name.log" 2>&1; then echo "| $name | pass | $((SECONDS - start)) s |" >> "$md"
+  if with_timeout "${GPU_TEST_STEP_S:-900}" bash -c '"$@"' step "$@" > "$report/$name.log" 2>&1; then echo "| $name | pass | $((SECONDS - start)) s |" >> "$md"
   else echo "| $name | **FAIL** (rc $?) | $((SECONDS - start)) s |" >> "$md"; failed=1; fi
 }
 
@@ -59,7 +62,7 @@ fi
 
 # Exactness within CUDA: logits of a prefill in one pass, in chunks of 3 and token by token.
 exact_chunks() {
-  local ids; ids=$(seq -s, 1 20)
+  local ids; ids=$(csv_range 1 20)
   for model in models/default tests/fixtures/k3_tiny_mxfp4 tests/fixtures/k2_tiny_fp8; do
     for chunk in 64 3 1; do
       "$bin" logits --backend cuda -m "$model" --tokens "$ids" --chunk "$chunk" --out "$report/logits-$chunk.npy" || return 1
@@ -88,7 +91,7 @@ step exact-speculation exact_speculation
 
 # CUDA against the CPU: the same greedy ids on every golden fixture and the bundled model.
 same_ids() {
-  local ids; ids=$(seq -s, 3 18)
+  local ids; ids=$(csv_range 3 18)
   for model in models/default tests/fixtures/*/; do
     [ -f "$model/config.json" ] || continue
     local cpu cuda
@@ -118,7 +121,7 @@ if [ "${GPU_TEST_BENCH:-1}" != 0 ]; then
   }
   export -f disk_ceiling
   step disk-ceiling disk_ceiling
-  export prompt=$(seq -s, 5 68)
+  export prompt=$(csv_range 5 68)
   k3_run() {  # k3_run NAME CACHE_GB TOKENS
     DELTAFIN_DEVICE_PROFILE=1 "$bin" run --backend cuda -m "$model" --tokens "$3" -n 8 --ids --ignore-eos --draft off \
       --cache-gb "$2" --stats-json "$report/k3-$1.json" --stats

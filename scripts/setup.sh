@@ -12,7 +12,7 @@ if [ "$(uname -s)" = "Darwin" ]; then
     echo "setup: Homebrew is needed on macOS (https://brew.sh)" >&2
     exit 1
   fi
-  brew_packages="cmake ninja cli11 fmt spdlog simdjson xxhash catch2 highway pcre2 icu4c pkgconf node python numpy"
+  brew_packages="cmake ninja cli11 fmt spdlog simdjson xxhash catch2 highway pcre2 icu4c pkgconf node python numpy gnuplot"
   missing=""
   for p in $brew_packages; do
     brew list --versions "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -212,7 +212,7 @@ TEST_CASE("an eos_token_id outside the vocabulary is refused", "[bad-input]") {
 // the expert budget are compared with the memory the machine (and its cgroup) has free;
 // DELTAFIN_MEMORY_GB stands in for that figure here. The bundled model: spine 9.8 MB, all its
 // experts 17.7 MB, working memory 32 MB; its draft is dense (spine 8.2 MB).
-TEST_CASE("memory that cannot hold the spine, or a --cache-gb that does not fit, is refused; a default budget is lowered", "[bad-input]") {
+TEST_CASE("memory that cannot hold the spine, or a --cache-gb that does not fit, is refused, and a default budget is lowered", "[bad-input]") {
   const std::string simd = "DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " ";
   const auto run = [&](const std::string& env, const std::string& args) {
     return run_command(env + " " + simd + deltafin::test::binary() + " " + args);
@@ -260,7 +260,7 @@ TEST_CASE("a draft model with experts takes its share of the one expert budget",
   fs::remove(json);
 }
 
-TEST_CASE("stop strings apply to --ids output; -n past 10^12 is refused", "[bad-input]") {
+TEST_CASE("stop strings apply to --ids output, and -n past 10^12 is refused", "[bad-input]") {
   const auto all = run_deltafin("run -p 'def f(x):' -n 30 --ids --ignore-eos");
   const auto stopped = run_deltafin("run -p 'def f(x):' -n 30 --ids --ignore-eos --stop return");
   INFO(all.output << "\n" << stopped.output);

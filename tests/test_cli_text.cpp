@@ -156,7 +156,7 @@ TEST_CASE("Ctrl-C during prefill: the receipt counts the positions appended, not
   CHECK(prefilled < 16000);
 }
 
-TEST_CASE("the version line names the SIMD target; DELTAFIN_SIMD forces one and refuses unknown names", "[cli-text]") {
+TEST_CASE("the version line names the SIMD target, and DELTAFIN_SIMD forces one and refuses unknown names", "[cli-text]") {
   const std::string binary = deltafin::test::binary();
   const auto plain = test::run_command("env -u DELTAFIN_SIMD " + binary + " --version");
   CHECK(plain.exit_code == 0);

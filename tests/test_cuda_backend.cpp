@@ -156,7 +156,7 @@ TEST_CASE("cuda backend: wrap() lets ops read and write host memory in place", "
   CHECK(nmse(y, ref) < 1e-10);
 }
 
-TEST_CASE("cuda backend: the slot pool is VRAM, filled by upload_slot from pinned staging; a rewritten slot is seen at the next use", "[cuda]") {
+TEST_CASE("cuda backend: the slot pool is VRAM, filled by upload_slot from pinned staging, and a rewritten slot is seen at the next use", "[cuda]") {
   auto b = cuda_or_skip();
   if (!b) return;
   Device on{*b, {}};

@@ -250,7 +250,7 @@ TEST_CASE("hf tokenizer: synthetic file, BPE merges, ByteLevel regex and split b
 }
 
 TEST_CASE("hf tokenizer loader: bad input gives one-line errors naming file and field", "[tokenizer]") {
-  using Catch::Matchers::Contains;
+  using Catch::Contains;
   TempDir dir;
   const std::string missing = (dir.path / "nope.json").string();
   CHECK_THAT(load_error(missing), Contains(missing));

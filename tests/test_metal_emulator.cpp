@@ -64,7 +64,7 @@ TEST_CASE("metal emulator: threadgroup memory starts as NaN, so reads before wri
   for (float v : seen) CHECK(std::isnan(v));
 }
 
-TEST_CASE("metal emulator: simd_sum adds lanes 0..31 in order; shuffles read the named lane", "[metal]") {
+TEST_CASE("metal emulator: simd_sum adds lanes 0..31 in order, and shuffles read the named lane", "[metal]") {
   std::vector<float> sums(64);
   std::vector<int> partners(64);
   simt::run("simd", kOneGroup, 64, 16, [&](simt::Group, uint32_t lid, std::byte*) {

@@ -52,7 +52,7 @@ TEST_CASE("a stats file of /dev/null leaves /dev/null a device", "[bad-input]") 
   CHECK(S_ISCHR(st.st_mode));
 }
 
-TEST_CASE("an output through a symlink lands in its target; the link stays", "[bad-input]") {
+TEST_CASE("an output through a symlink lands in its target, and the link stays", "[bad-input]") {
   TempDir dir;
   fs::create_directories(dir.path / "real");
   fs::create_symlink(dir.path / "real" / "stats.json", dir.path / "link.json");

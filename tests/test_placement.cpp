@@ -150,7 +150,7 @@ TEST_CASE("placement: records are aligned, balanced per layer, and replicated by
   CHECK_THROWS_WITH(plan_placement(experts, {{b.drive(0)}, nullptr, 0.5}), Catch::Contains("--usage"));
 }
 
-TEST_CASE("verify: a clean placement passes; a flipped byte names the drive and the expert", "[placement]") {
+TEST_CASE("verify: a clean placement passes, and a flipped byte names the drive and the expert", "[placement]") {
   Bench b("k2_tiny");
   const std::string manifest = b.place(2, "p.json");
   const auto ok = run_deltafin("verify -m " + b.model + " --placement " + manifest);

@@ -180,7 +180,7 @@ TEST_CASE("tiktoken loader: bad input gives one-line errors naming file and line
     }
     return "(no error)";
   };
-  using Catch::Matchers::Contains;
+  using Catch::Contains;
   const std::string missing = write_temp("x", "") + ".missing";
   CHECK_THAT(error_of(missing), Contains(missing) && Contains("cannot open"));
 
@@ -228,7 +228,7 @@ TEST_CASE("tiktoken: Kimi model dir with tokenizer_config.json", "[tokenizer]") 
     load_tiktoken_model_dir(dir.string());
     FAIL("expected an error");
   } catch (const Error& e) {
-    CHECK_THAT(e.what(), Catch::Matchers::Contains("tokenizer_config.json"));
+    CHECK_THAT(e.what(), Catch::Contains("tokenizer_config.json"));
   }
 }
 

@@ -23,6 +23,11 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+bool is_endpoint(const std::string& path) {
+  return path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/models" || path == "/health" ||
+         path == "/metrics";
+}
+
 ApiError shutting_down_error() { return ApiError(503, "the server is shutting down", "", "server_error"); }
 
 // The text of an error the HTTP library answered by itself.
@@ -58,7 +63,7 @@ HttpServer::HttpServer(Generator& generator, const ServerOptions& options)
     if (res.body.empty()) answer_error(res, library_error(res.status));
   });
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics_.count_request(req.path, res.status);
+    metrics_.count_request(is_endpoint(req.path) ? req.path : "other", res.status);  // bounded label values
   });
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (shutting_down_) return answer_error(res, shutting_down_error());
@@ -150,12 +155,18 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
         "text/event-stream",
         [this, ticket, input = std::move(input), header, include_usage, socket_fd, finish](size_t, httplib::DataSink& sink) {
           auto send = [&](const std::string& event) { return sink.write(event.data(), event.size()); };
-          bool open = send(text_chunk_event(header, "", true));
+          bool first = true;  // the first piece carries the role, so the first chunk marks the first token
           try {
             const GenerationResult result = generator_.generate(
-                input, [&](std::string_view text) { return open = open && send(text_chunk_event(header, std::string(text), false)); },
+                input,
+                [&](std::string_view text) {
+                  const bool sent = send(text_chunk_event(header, std::string(text), first));
+                  first = false;
+                  return sent;
+                },
                 [&] { return shutting_down_.load() || peer_has_closed(socket_fd); });
             finish(result);
+            if (first) send(text_chunk_event(header, "", true));
             if (result.finish_reason == "cancelled") send(error_event(shutting_down_error()));
             else send(final_chunk_events(header, result, include_usage));
           } catch (const std::exception& e) {

@@ -6,7 +6,10 @@
 
 #include <deltafin/engine.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <numeric>
+#include <thread>
 
 #include "serve/admission.hpp"
 #include "serve/api_error.hpp"
@@ -97,7 +100,7 @@ TEST_CASE("serve session cache: reuse gives the logits of a fresh prefill", "[se
   }
 }
 
-TEST_CASE("serve admission: one runs, max_waiting wait, the rest are refused", "[serve]") {
+TEST_CASE("serve admission: one runs, max_waiting wait in arrival order, the rest are refused", "[serve]") {
   Admission line(1);
   auto first = line.admit();
   REQUIRE(first);
@@ -112,4 +115,26 @@ TEST_CASE("serve admission: one runs, max_waiting wait, the rest are refused", "
   line.shut_down();
   auto late = line.admit();
   CHECK_FALSE(late);
+
+  Admission fifo(2);
+  auto a = fifo.admit();
+  REQUIRE(a->wait());
+  auto b = fifo.admit(), c = fifo.admit();
+  REQUIRE((b && c));
+  std::atomic<int> order{0};  // Catch2 assertions stay on this thread: the waiters only record
+  int b_ran = 0, c_ran = 0;
+  std::thread late_waiter([&] {  // waits first, arrived second
+    if (c->wait()) c_ran = ++order;
+    c.reset();
+  });
+  std::thread early_arrival([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    if (b->wait()) b_ran = ++order;
+    b.reset();
+  });
+  a.reset();
+  early_arrival.join();
+  late_waiter.join();
+  CHECK(b_ran == 1);
+  CHECK(c_ran == 2);
 }

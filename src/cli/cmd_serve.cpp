@@ -19,7 +19,7 @@
 namespace deltafin::cli {
 namespace {
 
-constexpr uint64_t kRuntimeAllowance = 512ull << 20;  // threads, tokenizer, buffers, the draft model
+constexpr uint64_t kRuntimeAllowance = 256ull << 20;  // threads, tokenizer, buffers
 
 struct ServeFlags {
   EngineOptions engine;
@@ -60,7 +60,7 @@ int serve_command(ServeFlags& f) {
   const ModelSummary summary = engines.target->summary();
   f.server.context = summary.context_length > 0 ? std::min(f.context, summary.context_length) : f.context;
   f.server.memory_budget = summary.spine_bytes + engines.target->stats().cache_budget_bytes + summary.planned_state_bytes +
-                           kRuntimeAllowance;
+                           engines.draft_bytes + kRuntimeAllowance;
   const std::string drafter = engines.drafter ? engines.drafter->name() : "off";
   serve::Generator generator(f.engine.model_dir, std::move(engines.target), std::move(engines.drafter), f.speculative,
                              f.engine.chunk, !f.no_session_reuse);

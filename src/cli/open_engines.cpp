@@ -54,6 +54,7 @@ RunEngines open_engines(const EngineOptions& engine, const std::string& draft_fl
   RunEngines e;
   e.target = Engine::open(target);
   if (draft) {
+    e.draft_bytes = draft->summary().spine_bytes + target.reserved_bytes;
     if (draft->summary().vocab_size != e.target->summary().vocab_size)
       fail("--draft-model {}: its vocabulary ({} tokens) differs from the target's ({}); a draft must share the tokenizer",
            dir, draft->summary().vocab_size, e.target->summary().vocab_size);

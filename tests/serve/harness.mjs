@@ -32,11 +32,12 @@ export function runCli(binary, args) {
   return { text: r.stdout.replace(/\n$/, ""), hash: match[1], ids: Number(match[2]) };
 }
 
-// Peak resident memory of a process in bytes (Linux /proc), null where unknown.
-export function peakRssBytes(pid) {
+// A process's resident memory in bytes (Linux /proc): { now, peak }, null where unknown.
+export function residentBytes(pid) {
   try {
-    const kb = readFileSync(`/proc/${pid}/status`, "utf8").match(/VmHWM:\s+(\d+) kB/);
-    return kb ? Number(kb[1]) * 1024 : null;
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kb = (field) => Number(status.match(new RegExp(`${field}:\\s+(\\d+) kB`))[1]) * 1024;
+    return { now: kb("VmRSS"), peak: kb("VmHWM") };
   } catch {
     return null;
   }

@@ -2,15 +2,16 @@
 // completions, streamed and not, over 4 prompts); every response must be complete (200, a
 // finish_reason, the usage), equal `deltafin run`'s text for its own prompt (the expected texts
 // differ, so a response given to the wrong request would fail), and carry an id of its own; the
-// server's peak memory stays within the budget it reports.
+// server's peak memory stays within the budget it reports, and its resident memory after the 80
+// requests is within kGrowthBytes of what it was after the first ones (nothing piles up).
 // Usage: node load.test.mjs DELTAFIN_BINARY BUNDLED_MODEL_DIR
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { startServer, runCli, peakRssBytes } from "./harness.mjs";
+import { startServer, runCli, residentBytes } from "./harness.mjs";
 
 const [binary, bundled] = process.argv.slice(2);
-const kClients = 4, kRequestsPerClient = 20, kMaxTokens = 12;
+const kClients = 4, kRequestsPerClient = 20, kMaxTokens = 12, kGrowthBytes = 16e6;
 const prompts = ["def parse(line):\n", "class Stack:\n", "import json\n\n", "for i in range(10):\n"];
 
 const server = await startServer(binary, ["-m", bundled]);
@@ -58,6 +59,8 @@ async function one(clientIndex, requestIndex) {
 test(`${kClients} clients x ${kRequestsPerClient} requests: every response complete, correct and its own`, async () => {
   const texts = expected.flatMap((e) => [e.chat, e.completion]);
   assert.equal(new Set(texts).size, texts.length, "the expected texts must differ to tell responses apart");
+  for (let i = 0; i < 4; ++i) await one(0, i);  // warm-up: each kind of request once
+  const warm = residentBytes(server.pid);
   const started = Date.now();
   const results = (await Promise.all(Array.from({ length: kClients }, async (_, c) => {
     const mine = [];
@@ -76,10 +79,13 @@ test(`${kClients} clients x ${kRequestsPerClient} requests: every response compl
   const metrics = await (await fetch(`${server.url}/metrics`)).text();
   const value = (name) => Number(metrics.match(new RegExp(`^${name} (\\S+)$`, "m"))[1]);
   const budget = value("deltafin_memory_budget_bytes");
-  const peak = peakRssBytes(server.pid) ?? value("deltafin_memory_peak_rss_bytes");
+  const resident = residentBytes(server.pid);
+  const peak = resident ? resident.peak : value("deltafin_memory_peak_rss_bytes");
   assert.ok(peak <= budget, `peak RSS ${peak} above the budget ${budget}`);
-  assert.equal(value("deltafin_generations_total"), results.length);
+  if (resident) assert.ok(resident.now - warm.now <= kGrowthBytes, `resident memory grew from ${warm.now} to ${resident.now}`);
+  assert.equal(value("deltafin_generations_total"), results.length + 4);
   console.log(`load: ${results.length} requests in ${seconds.toFixed(2)} s (${(results.length / seconds).toFixed(1)} req/s); ` +
               `peak RSS ${(peak / 1e6).toFixed(1)} MB of a ${(budget / 1e6).toFixed(1)} MB budget; ` +
+              (resident ? `resident ${(warm.now / 1e6).toFixed(1)} MB after warm-up, ${(resident.now / 1e6).toFixed(1)} MB after; ` : "") +
               `${value("deltafin_completion_tokens_total")} tokens generated`);
 });

@@ -2,10 +2,12 @@
 // run's engine and drafter flags. Loopback unless --host says otherwise (with a warning when no
 // API key is set). SIGINT and SIGTERM are taken by one thread (sigwait), which shuts the server
 // down: the running generation ends after its current token and is answered with an error, and
-// the command exits 0.
+// the command exits 0 (a second signal ends it at once, 130).
 #include <pthread.h>
 
+#include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -71,14 +73,23 @@ int serve_command(ServeFlags& f) {
                f.server.host.c_str(), port);
   std::fflush(stderr);
 
+  std::atomic<bool> served{false};
   std::thread watcher([&] {
-    int signal = 0;
-    sigwait(&stop_signals, &signal);
-    std::fprintf(stderr, "deltafin: %s: finishing the current token, then stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
-    server.shut_down();
+    for (bool first = true;; first = false) {
+      int signal = 0;
+      sigwait(&stop_signals, &signal);
+      if (served) return;
+      if (!first) {  // a second Ctrl-C ends the process at once
+        std::fprintf(stderr, "deltafin: stopped without finishing\n");
+        std::_Exit(130);
+      }
+      std::fprintf(stderr, "deltafin: %s: finishing the current token, then stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+      server.shut_down();
+    }
   });
   server.serve();
-  pthread_kill(watcher.native_handle(), SIGTERM);  // in case the server ended by itself: wake the watcher
+  served = true;
+  pthread_kill(watcher.native_handle(), SIGTERM);  // wake the watcher, which is waiting for a signal
   watcher.join();
   std::fprintf(stderr, "deltafin: server stopped\n");
   return 0;

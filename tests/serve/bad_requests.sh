@@ -18,7 +18,7 @@ start_server() {
   "$bin" serve -m "$model" --port 0 --draft off "$@" 2> "$work/server.log" &
   server_pid=$!
   for _ in $(seq 1 200); do
-    url=$(grep -o 'http://[0-9.]*:[0-9]*' "$work/server.log" || true)
+    url=$(grep -so 'http://[0-9.]*:[0-9]*' "$work/server.log" || true)
     [ -n "$url" ] && return 0
     sleep 0.05
   done
@@ -95,8 +95,10 @@ big=$(head -c 20000 /dev/zero | tr '\0' 'a')
 request too_large 413 POST /v1/completions "{\"prompt\": \"$big\"}"
 json_is too_large "j['error']['message'] == 'the request body is too large'"
 request no_endpoint 404 GET /v1/nothing
-request ok 200 POST /v1/completions '{"prompt": "import os", "max_tokens": 4, "temperature": 0}'
+request ok 200 POST /v1/completions '{"prompt": "import os", "max_tokens": 4, "temperature": 0}' -D "$work/ok.headers"
 json_is ok "j['usage']['completion_tokens'] == 4 and j['system_fingerprint'].startswith('xxh3:')"
+hash=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['system_fingerprint'])" "$work/ok.json")
+grep -qi "^X-Deltafin-Ids-Hash: $hash" "$work/ok.headers" || fail "ok: no X-Deltafin-Ids-Hash header with $hash"
 
 # A full line (one generation runs, none may wait: --queue 0), then its client disconnects: the
 # generation stops at the next token.
@@ -137,7 +139,7 @@ grep -q 'server stopped' "$work/server.log" || fail "SIGTERM: no 'server stopped
 # Another address than loopback without a key: a warning.
 "$bin" serve -m "$model" --host 0.0.0.0 --port 0 --draft off 2> "$work/open.log" &
 open_pid=$!
-for _ in $(seq 1 200); do grep -q 'http://' "$work/open.log" && break; sleep 0.05; done
+for _ in $(seq 1 200); do grep -qs 'http://' "$work/open.log" && break; sleep 0.05; done
 kill -INT "$open_pid"; wait "$open_pid" || fail "SIGINT: nonzero exit"
 grep -q 'warning: --host 0.0.0.0: serving beyond this machine with no --api-key' "$work/open.log" || fail "no warning for 0.0.0.0"
 "$bin" serve -m "$model" --port 70000 2> "$work/port.log" && fail "--port 70000 accepted"

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <thread>
 
 #include "serve/openai_format.hpp"
 #include "serve/peer_socket.hpp"
@@ -91,12 +92,18 @@ int HttpServer::bind() {
   return port;
 }
 
-void HttpServer::serve() { http_->listen_after_bind(); }
+void HttpServer::serve() {
+  http_->listen_after_bind();
+  served_ = true;
+}
 
 void HttpServer::shut_down() {
   shutting_down_ = true;
   admission_.shut_down();
-  http_->stop();  // the workers finish their responses before listen_after_bind() returns
+  // stop() acts only on a server that listens: a signal right after bind() waits for listening
+  // to begin. The workers finish their responses before listen_after_bind() returns.
+  while (!http_->is_running() && !served_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  http_->stop();
 }
 
 void HttpServer::answer_error(httplib::Response& res, const ApiError& error) {

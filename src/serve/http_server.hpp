@@ -57,6 +57,7 @@ class HttpServer {
   Admission admission_;
   Metrics metrics_;
   std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> served_{false};  // serve() has returned
   std::atomic<uint64_t> next_id_{1};
   int64_t started_ = 0;  // Unix seconds
 };

@@ -41,4 +41,9 @@ int Admission::waiting() const {
   return static_cast<int>(line_.size());
 }
 
+bool Admission::running() const {
+  std::lock_guard lock(mutex_);
+  return running_;
+}
+
 }  // namespace deltafin::serve

@@ -33,6 +33,7 @@ class Admission {
   std::unique_ptr<Ticket> admit();
   void shut_down();  // wakes every waiter; wait() returns false from now on
   int waiting() const;  // admitted, not yet running
+  bool running() const;  // a generation holds the engine
 
  private:
   const int max_waiting_;

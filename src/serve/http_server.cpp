@@ -71,7 +71,7 @@ HttpServer::HttpServer(Generator& generator, const ServerOptions& options)
     res.set_content("{\"status\": \"ok\"}", kJson);
   });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(admission_.waiting(), options_.memory_budget), "text/plain; version=0.0.4");
+    res.set_content(metrics_.render(admission_.running(), admission_.waiting(), options_.memory_budget), "text/plain; version=0.0.4");
   });
   http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(models_json(options_.model_name, started_), kJson);

@@ -48,7 +48,7 @@ void Metrics::set_engine_snapshot(const EngineStats& stats, uint64_t state_bytes
   state_bytes_ = state_bytes;
 }
 
-std::string Metrics::render(int queue_waiting, uint64_t memory_budget) const {
+std::string Metrics::render(bool running, int queue_waiting, uint64_t memory_budget) const {
   std::lock_guard lock(mutex_);
   std::string out;
   metric(out, "deltafin_requests_total", "counter", "HTTP requests by endpoint and status");
@@ -68,6 +68,8 @@ std::string Metrics::render(int queue_waiting, uint64_t memory_budget) const {
   out += fmt::format("deltafin_decode_tokens_per_second {:.3f}\n", last_decode_tokens_per_second_);
   metric(out, "deltafin_first_token_seconds", "gauge", "Time to first token of the last generation");
   out += fmt::format("deltafin_first_token_seconds {:.6f}\n", last_first_token_seconds_);
+  metric(out, "deltafin_generation_running", "gauge", "1 while a generation holds the engine");
+  out += fmt::format("deltafin_generation_running {}\n", running ? 1 : 0);
   metric(out, "deltafin_queue_waiting", "gauge", "Requests waiting for the engine");
   out += fmt::format("deltafin_queue_waiting {}\n", queue_waiting);
   metric(out, "deltafin_expert_bytes_read_total", "counter", "Routed-expert bytes read from storage");

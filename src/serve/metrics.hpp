@@ -23,7 +23,7 @@ class Metrics {
   void count_generation(const GenerationResult& result);
   void set_engine_snapshot(const EngineStats& stats, uint64_t state_bytes);
   // memory_budget: what the server's peak RSS is expected to stay within.
-  std::string render(int queue_waiting, uint64_t memory_budget) const;
+  std::string render(bool running, int queue_waiting, uint64_t memory_budget) const;
 
  private:
   mutable std::mutex mutex_;

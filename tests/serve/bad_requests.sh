@@ -17,7 +17,7 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 start_server() {
   "$bin" serve -m "$model" --port 0 --draft off "$@" 2> "$work/server.log" &
   server_pid=$!
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 600); do  # 30 s: a loaded CI machine
     url=$(grep -so 'http://[0-9.]*:[0-9]*' "$work/server.log" || true)
     [ -n "$url" ] && return 0
     sleep 0.05
@@ -41,6 +41,15 @@ request() {
 json_is() {
   /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$work/$1.json" \
     || fail "$1: not ($2): $(cat "$work/$1.json")"
+}
+
+# until_metric LINE: waits (10 s at most) until /metrics has the line LINE.
+until_metric() {
+  for _ in $(seq 1 200); do
+    curl -s "$url/metrics" | grep -qx "$1" && return 0
+    sleep 0.05
+  done
+  fail "/metrics never showed '$1'"
 }
 
 # The error object names the field at fault.
@@ -105,7 +114,7 @@ grep -qi "^X-Deltafin-Ids-Hash: $hash" "$work/ok.headers" || fail "ok: no X-Delt
 curl -s -N -o /dev/null -H 'Authorization: Bearer sekret' \
   --data-binary '{"prompt": "import os", "max_tokens": 4000, "temperature": 0, "stream": true}' "$url/v1/completions" &
 long_pid=$!
-sleep 0.3
+until_metric 'deltafin_generation_running 1'
 status=$(curl -s -D "$work/busy.headers" -o "$work/busy.json" -w '%{http_code}' -H 'Authorization: Bearer sekret' \
            --data-binary '{"prompt": "import os", "max_tokens": 4}' "$url/v1/completions")
 [ "$status" = 503 ] || fail "full line: status $status, expected 503"
@@ -113,7 +122,8 @@ grep -qi '^Retry-After: 1' "$work/busy.headers" || fail "full line: no Retry-Aft
 error_names busy "None"
 kill "$long_pid" 2>/dev/null || true
 wait "$long_pid" || true
-sleep 0.3
+until_metric 'deltafin_generations_cancelled_total 1'
+until_metric 'deltafin_generation_running 0'
 request metrics 200 GET /metrics
 grep -q '^deltafin_generations_cancelled_total 1$' "$work/metrics.json" || fail "disconnect: no cancelled generation in /metrics"
 tokens=$(sed -n 's/^deltafin_completion_tokens_total //p' "$work/metrics.json")
@@ -125,7 +135,7 @@ request health_after 200 GET /health
 curl -s -o "$work/interrupted.json" -w '%{http_code}' -H 'Authorization: Bearer sekret' \
   --data-binary '{"prompt": "import os", "max_tokens": 4000, "temperature": 0}' "$url/v1/completions" > "$work/interrupted.status" &
 curl_pid=$!
-sleep 0.3
+until_metric 'deltafin_generation_running 1'
 kill -TERM "$server_pid"
 wait "$curl_pid" || true
 [ "$(cat "$work/interrupted.status")" = 503 ] || fail "SIGTERM: in-flight status $(cat "$work/interrupted.status"), expected 503"
@@ -139,7 +149,7 @@ grep -q 'server stopped' "$work/server.log" || fail "SIGTERM: no 'server stopped
 # Another address than loopback without a key: a warning.
 "$bin" serve -m "$model" --host 0.0.0.0 --port 0 --draft off 2> "$work/open.log" &
 open_pid=$!
-for _ in $(seq 1 200); do grep -qs 'http://' "$work/open.log" && break; sleep 0.05; done
+for _ in $(seq 1 600); do grep -qs 'http://' "$work/open.log" && break; sleep 0.05; done
 kill -INT "$open_pid"; wait "$open_pid" || fail "SIGINT: nonzero exit"
 grep -q 'warning: --host 0.0.0.0: serving beyond this machine with no --api-key' "$work/open.log" || fail "no warning for 0.0.0.0"
 "$bin" serve -m "$model" --port 70000 2> "$work/port.log" && fail "--port 70000 accepted"

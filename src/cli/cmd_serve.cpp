@@ -5,6 +5,7 @@
 // the command exits 0 (a second signal ends it at once, 130).
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>

@@ -5,7 +5,6 @@
 // prints the receipt to stderr either way.
 #include <chrono>
 #include <csignal>
-#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -45,63 +44,6 @@ struct RunFlags {
   std::string draft = "auto", draft_model;
   SpeculativeOptions speculative;
 };
-
-// The drafter --draft asks for: auto = the bundled draft when the bundled model is the target
-// (or --draft-model when given), else none. Returns "off", "ngram" or "model" (dir set).
-std::string drafter_kind(const RunFlags& f, std::string& dir) {
-  namespace fs = std::filesystem;
-  std::string kind = f.draft;
-  dir = f.draft_model;
-  if (kind != "auto" && kind != "off" && kind != "model" && kind != "ngram")
-    fail("--draft: expected auto, off, model or ngram (got '{}')", kind);
-  if (kind == "auto") {
-    const fs::path target_dir = fs::weakly_canonical(f.engine.model_dir);
-    const fs::path bundled = target_dir.parent_path() / "default-draft";
-    if (dir.empty() && target_dir.filename() == "default" && fs::exists(bundled / "config.json")) dir = bundled.string();
-    kind = dir.empty() ? "off" : "model";
-  }
-  if (f.speculative.max_k == 0) return "off";
-  if (kind == "model" && dir.empty()) fail("--draft model needs --draft-model DIR");
-  return kind;
-}
-
-// The engines of one run: a draft model (when asked) is opened first and takes a quarter of the
-// one expert budget, at most what all its experts take (a dense draft takes nothing); the target
-// gets the rest, and the draft's share and KV cache count against the memory it is compared with.
-struct RunEngines {
-  std::unique_ptr<Engine> target;
-  std::unique_ptr<Drafter> drafter;
-};
-
-RunEngines open_engines(const RunFlags& f, int64_t positions) {
-  std::string dir;
-  const std::string kind = drafter_kind(f, dir);
-  EngineOptions target = f.engine;
-  target.positions = positions;
-  std::unique_ptr<Engine> draft;
-  if (kind == "model") {
-    EngineOptions o = f.engine;
-    o.model_dir = dir;
-    o.placement = "";
-    o.positions = positions;
-    o.cache_gb = f.engine.cache_gb / 4, o.cache_gb_given = false;  // lowered, like a default, when memory is short
-    draft = Engine::open(o);
-    const uint64_t share = std::min(draft->stats().cache_budget_bytes, draft->summary().routed_expert_bytes);
-    target.cache_gb = std::max(0.0, f.engine.cache_gb - share / 1e9);
-    target.reserved_bytes = share + draft->summary().planned_state_bytes;
-  }
-  RunEngines e;
-  e.target = Engine::open(target);
-  if (draft) {
-    if (draft->summary().vocab_size != e.target->summary().vocab_size)
-      fail("--draft-model {}: its vocabulary ({} tokens) differs from the target's ({}); a draft must share the tokenizer",
-           dir, draft->summary().vocab_size, e.target->summary().vocab_size);
-    e.drafter = make_model_drafter(std::move(draft), f.sampler);
-  } else if (kind == "ngram") {
-    e.drafter = make_ngram_drafter();
-  }
-  return e;
-}
 
 std::string read_prompt_text(const RunFlags& f) {
   if (!f.prompt_file.empty()) return read_input_file(f.prompt_file, "the prompt file (-f)");
@@ -148,7 +90,7 @@ int run(const RunFlags& f) {
   if (!f.stats_json.empty()) stats_out = std::make_unique<OutputFile>(f.stats_json);
   if (!f.record_usage.empty()) usage_out = std::make_unique<OutputFile>(f.record_usage);
   const int64_t needed = static_cast<int64_t>(prompt.size()) + f.max_new;
-  RunEngines engines = open_engines(f, needed);
+  RunEngines engines = open_engines(f.engine, f.draft, f.draft_model, f.speculative.max_k, f.sampler, needed);
   std::unique_ptr<Engine>& engine = engines.target;
   std::unique_ptr<Drafter>& drafter = engines.drafter;
   const int64_t context_length = engine->summary().context_length;

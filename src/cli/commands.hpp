@@ -11,6 +11,8 @@
 
 #include <deltafin/engine.hpp>
 
+#include "decode/drafter.hpp"
+#include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
 
 namespace deltafin::cli {
@@ -39,6 +41,17 @@ void check_stdout();
 // Parses "1,17,300" into ids; throws deltafin::Error naming the flag on bad input.
 std::vector<int32_t> parse_token_list(const std::string& text, const char* flag);
 
+// The engines of a generating command: the target, and the drafter --draft asks for (nullptr:
+// none). draft_flag: auto, off, model or ngram; sampler: the target's sampling (the draft model
+// samples under the same transform); positions: what the caller means to reach.
+struct RunEngines {
+  std::unique_ptr<Engine> target;
+  std::unique_ptr<Drafter> drafter;
+  uint64_t draft_bytes = 0;  // the draft model's spine, expert share and planned state
+};
+RunEngines open_engines(const EngineOptions& engine, const std::string& draft_flag, const std::string& draft_model,
+                        int max_k, const SamplerOptions& sampler, int64_t positions);
+
 // What one generation did, for the receipt.
 struct RunReport {
   double prefill_seconds = 0;
@@ -65,5 +78,6 @@ Command register_detokenize(CLI::App& app);
 Command register_place(CLI::App& app);
 Command register_verify(CLI::App& app);
 Command register_metal_selftest(CLI::App& app);
+Command register_serve(CLI::App& app);
 
 }  // namespace deltafin::cli

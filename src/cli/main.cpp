@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   const cli::Command commands[] = {cli::register_run(app), cli::register_logits(app), cli::register_inspect(app),
                                      cli::register_tokenize(app), cli::register_detokenize(app),
                                      cli::register_place(app),    cli::register_verify(app),
-                                     cli::register_metal_selftest(app)};
+                                     cli::register_metal_selftest(app), cli::register_serve(app)};
   spdlog::set_default_logger(spdlog::stderr_logger_mt("deltafin"));  // warnings go to stderr
   spdlog::set_pattern("deltafin: %l: %v");
   try {

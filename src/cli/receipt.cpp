@@ -6,10 +6,10 @@
 #include <cstdio>
 
 #include <fmt/ranges.h>
-#include <xxhash.h>
 
 #include "cli/commands.hpp"
 #include "util/error.hpp"
+#include "util/ids_hash.hpp"
 #include "util/json_string.hpp"
 #include "util/memory.hpp"
 
@@ -17,8 +17,6 @@ namespace deltafin::cli {
 namespace {
 
 constexpr double kGB = 1e9;
-
-uint64_t ids_hash(const std::vector<int32_t>& ids) { return XXH3_64bits(ids.data(), ids.size() * sizeof(int32_t)); }
 
 double rate(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
 
@@ -72,7 +70,7 @@ void print_receipt(const Engine& engine, const RunReport& r) {
                "%.4f GB (%.1f KB a position) + rest\n",
                peak_rss_bytes() / kGB, engine.summary().spine_bytes / kGB, s.peak_cache_bytes / kGB,
                s.cache_budget_bytes / kGB, r.state_bytes / kGB, engine.summary().state_bytes_per_position / 1e3);
-  std::fprintf(stderr, "ids hash  xxh3:%016" PRIx64 " (%zu ids)\n", ids_hash(r.generated), r.generated.size());
+  std::fprintf(stderr, "ids hash  %s (%zu ids)\n", ids_hash_text(r.generated).c_str(), r.generated.size());
 }
 
 std::string stats_json(const Engine& engine, const RunReport& r) {

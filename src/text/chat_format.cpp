@@ -98,19 +98,32 @@ std::vector<PromptSegment> render_deepseek_v3(const std::vector<ChatMessage>& me
   return out;
 }
 
+std::vector<PromptSegment> render_plain(const std::vector<ChatMessage>& messages, bool generation_prompt) {
+  std::string transcript;
+  for (const ChatMessage& m : messages) {
+    const std::string speaker = m.role == "system" ? "System" : m.role == "user" ? "User" : "Assistant";
+    transcript += (transcript.empty() ? "" : "\n\n") + speaker + ": " + m.content;
+  }
+  if (generation_prompt) transcript += transcript.empty() ? "Assistant:" : "\n\nAssistant:";
+  std::vector<PromptSegment> out;
+  text(out, transcript);
+  return out;
+}
+
 }  // namespace
 
 ChatStyle detect_chat_style(const Tokenizer& t) {
   if (t.special_id("<|open|>") && t.special_id("<|end_of_msg|>")) return ChatStyle::KimiK3;
   if (t.special_id("<|im_middle|>") && t.special_id("<|im_end|>")) return ChatStyle::KimiK2;
   if (t.special_id("<｜User｜>") && t.special_id("<｜Assistant｜>")) return ChatStyle::DeepSeekV3;
-  fail("--chat: the tokenizer has none of the Kimi K2, Kimi K3 or DeepSeek-V3 chat tokens");
+  return ChatStyle::Plain;
 }
 
 const char* chat_style_name(ChatStyle style) {
   switch (style) {
     case ChatStyle::KimiK2: return "kimi-k2";
     case ChatStyle::KimiK3: return "kimi-k3";
+    case ChatStyle::Plain: return "plain";
     default: return "deepseek-v3";
   }
 }
@@ -120,6 +133,7 @@ std::vector<PromptSegment> render_chat(ChatStyle style, const std::vector<ChatMe
   switch (style) {
     case ChatStyle::KimiK2: return render_k2(messages, add_generation_prompt);
     case ChatStyle::KimiK3: return render_k3(messages, add_generation_prompt);
+    case ChatStyle::Plain: return render_plain(messages, add_generation_prompt);
     default: return render_deepseek_v3(messages, add_generation_prompt);
   }
 }
@@ -144,6 +158,7 @@ std::vector<int32_t> chat_stop_ids(ChatStyle style, const Tokenizer& tokenizer) 
   switch (style) {
     case ChatStyle::KimiK2: names = {"<|im_end|>", "[EOS]"}; break;
     case ChatStyle::KimiK3: names = {"<|end_of_msg|>", "[EOS]"}; break;
+    case ChatStyle::Plain: break;
     default: names = {"<｜end▁of▁sentence｜>"};
   }
   std::vector<int32_t> ids;

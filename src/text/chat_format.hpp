@@ -7,6 +7,8 @@
 //   Kimi K3:     <|open|>message role="user"<|sep|>TEXT<|close|>message<|sep|><|end_of_msg|> ...
 //                <|open|>message role="assistant"<|sep|><|open|>think<|sep|>      (thinking on)
 //   DeepSeek-V3: <｜begin▁of▁sentence｜>SYSTEM<｜User｜>TEXT<｜Assistant｜>
+//   Plain (a tokenizer with none of these, e.g. the bundled model): a transcript of ordinary text,
+//                "System: TEXT\n\nUser: TEXT\n\nAssistant:" (no control tokens, no stop tokens).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@
 
 namespace deltafin {
 
-enum class ChatStyle { KimiK2, KimiK3, DeepSeekV3 };
+enum class ChatStyle { KimiK2, KimiK3, DeepSeekV3, Plain };
 
 struct ChatMessage {
   std::string role;     // "system", "user", "assistant"
@@ -29,7 +31,7 @@ struct PromptSegment {
   bool special = false;  // a control token, looked up by its text
 };
 
-// The style a tokenizer's special tokens announce; throws when none is known.
+// The style a tokenizer's special tokens announce; Plain when none is known.
 ChatStyle detect_chat_style(const Tokenizer& tokenizer);
 const char* chat_style_name(ChatStyle style);
 

@@ -1,0 +1,68 @@
+// The engines a generating command opens (run, serve): the target and, when --draft asks for
+// one, the drafter with its own engine.
+#include <filesystem>
+
+#include "cli/commands.hpp"
+#include "util/error.hpp"
+
+namespace deltafin::cli {
+namespace {
+
+// The drafter --draft asks for: auto = the bundled draft when the bundled model is the target
+// (or --draft-model when given), else none. Returns "off", "ngram" or "model" (dir set).
+std::string drafter_kind(const EngineOptions& engine, const std::string& draft, const std::string& draft_model,
+                         int max_k, std::string& dir) {
+  namespace fs = std::filesystem;
+  std::string kind = draft;
+  dir = draft_model;
+  if (kind != "auto" && kind != "off" && kind != "model" && kind != "ngram")
+    fail("--draft: expected auto, off, model or ngram (got '{}')", kind);
+  if (kind == "auto") {
+    const fs::path target_dir = fs::weakly_canonical(engine.model_dir);
+    const fs::path bundled = target_dir.parent_path() / "default-draft";
+    if (dir.empty() && target_dir.filename() == "default" && fs::exists(bundled / "config.json")) dir = bundled.string();
+    kind = dir.empty() ? "off" : "model";
+  }
+  if (max_k == 0) return "off";
+  if (kind == "model" && dir.empty()) fail("--draft model needs --draft-model DIR");
+  return kind;
+}
+
+}  // namespace
+
+// A draft model (when asked) is opened first and takes a quarter of the one expert budget, at
+// most what all its experts take (a dense draft takes nothing); the target gets the rest, and the
+// draft's share and KV cache count against the memory it is compared with.
+RunEngines open_engines(const EngineOptions& engine, const std::string& draft_flag, const std::string& draft_model,
+                        int max_k, const SamplerOptions& sampler, int64_t positions) {
+  std::string dir;
+  const std::string kind = drafter_kind(engine, draft_flag, draft_model, max_k, dir);
+  EngineOptions target = engine;
+  target.positions = positions;
+  std::unique_ptr<Engine> draft;
+  if (kind == "model") {
+    EngineOptions o = engine;
+    o.model_dir = dir;
+    o.placement = "";
+    o.positions = positions;
+    o.cache_gb = engine.cache_gb / 4, o.cache_gb_given = false;  // lowered, like a default, when memory is short
+    draft = Engine::open(o);
+    const uint64_t share = std::min(draft->stats().cache_budget_bytes, draft->summary().routed_expert_bytes);
+    target.cache_gb = std::max(0.0, engine.cache_gb - share / 1e9);
+    target.reserved_bytes = share + draft->summary().planned_state_bytes;
+  }
+  RunEngines e;
+  e.target = Engine::open(target);
+  if (draft) {
+    e.draft_bytes = draft->summary().spine_bytes + target.reserved_bytes;
+    if (draft->summary().vocab_size != e.target->summary().vocab_size)
+      fail("--draft-model {}: its vocabulary ({} tokens) differs from the target's ({}); a draft must share the tokenizer",
+           dir, draft->summary().vocab_size, e.target->summary().vocab_size);
+    e.drafter = make_model_drafter(std::move(draft), sampler);
+  } else if (kind == "ngram") {
+    e.drafter = make_ngram_drafter();
+  }
+  return e;
+}
+
+}  // namespace deltafin::cli

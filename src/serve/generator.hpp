@@ -1,0 +1,76 @@
+// One generation on the server's engine, the way `deltafin run` generates: the prompt prefilled
+// (reusing the cached session's common prefix), the first token from the prefill's logits, then
+// speculative steps (greedy requests only: the drafter was built for greedy decoding; sampled
+// requests decode plainly), ending at a stop token, a stop string or max_tokens. Text goes out
+// UTF-8-safe, with text that could start a stop string held back, as run prints it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <deltafin/engine.hpp>
+
+#include "decode/drafter.hpp"
+#include "decode/sampler.hpp"
+#include "decode/speculative.hpp"
+#include "serve/session_cache.hpp"
+#include "text/chat_format.hpp"
+#include "text/tokenizer.hpp"
+
+namespace deltafin::serve {
+
+struct GenerationInput {
+  std::vector<int32_t> prompt;
+  SamplerOptions sampler;
+  int64_t max_tokens = 0;
+  std::vector<std::string> stops;
+  bool chat = false;  // chat requests also stop at the chat format's end-of-turn tokens
+};
+
+struct GenerationResult {
+  std::string text;
+  std::vector<int32_t> ids;        // the generated ids (what the receipt hashes)
+  std::string finish_reason;       // "stop", "length", or "cancelled" (stop_now said so)
+  int64_t prompt_tokens = 0;
+  int64_t reused_tokens = 0;       // prompt positions kept from the previous request
+  double first_token_seconds = 0;  // from the start of prefill to the first token
+  double decode_seconds = 0;
+  int64_t decode_passes = 0;
+};
+
+// Called with text as it becomes final; returns false when it can no longer be delivered.
+using TextSink = std::function<bool(std::string_view text)>;
+// Checked before every prefill pass and every token: true stops the generation ("cancelled").
+using StopNow = std::function<bool()>;
+
+class Generator {
+ public:
+  // drafter may be nullptr (a greedy one: sampled requests decode without it). reuse_sessions
+  // false: no prefix is kept between requests.
+  Generator(const std::string& model_dir, std::unique_ptr<Engine> engine, std::unique_ptr<Drafter> drafter, const SpeculativeOptions& speculative,
+            int64_t chunk, bool reuse_sessions);
+
+  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages) const;
+  std::vector<int32_t> text_prompt(const std::string& text) const;
+
+  GenerationResult generate(const GenerationInput& input, const TextSink& sink, const StopNow& stop_now);
+
+  const Engine& engine() const { return *engine_; }
+  ChatStyle chat_style() const { return chat_style_; }
+  uint64_t state_bytes() const { return sessions_.session().state_bytes(); }
+
+ private:
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Drafter> drafter_;
+  SpeculativeOptions speculative_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ChatStyle chat_style_;
+  std::vector<int32_t> chat_stop_ids_;
+  SessionCache sessions_;
+};
+
+}  // namespace deltafin::serve

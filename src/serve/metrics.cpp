@@ -1,0 +1,96 @@
+// Prometheus text rendering of the server's counters (see metrics.hpp).
+#include "serve/metrics.hpp"
+
+#include <fmt/format.h>
+
+#include "util/memory.hpp"
+
+namespace deltafin::serve {
+namespace {
+
+// A label value: backslashes, quotes and newlines escaped.
+std::string label(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+void metric(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+void Metrics::count_request(const std::string& endpoint, int status) {
+  std::lock_guard lock(mutex_);
+  ++requests_[{endpoint, status}];
+}
+
+void Metrics::count_generation(const GenerationResult& r) {
+  std::lock_guard lock(mutex_);
+  ++generations_;
+  if (r.finish_reason == "cancelled") ++cancelled_;
+  prompt_tokens_ += r.prompt_tokens;
+  reused_tokens_ += r.reused_tokens;
+  completion_tokens_ += r.ids.size();
+  if (r.decode_seconds > 0 && r.decode_passes > 0)
+    last_decode_tokens_per_second_ = (static_cast<double>(r.ids.size()) - 1) / r.decode_seconds;
+  last_first_token_seconds_ = r.first_token_seconds;
+}
+
+void Metrics::set_engine_snapshot(const EngineStats& stats, uint64_t state_bytes) {
+  std::lock_guard lock(mutex_);
+  engine_ = stats;
+  state_bytes_ = state_bytes;
+}
+
+std::string Metrics::render(bool running, int queue_waiting, uint64_t memory_budget) const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  metric(out, "deltafin_requests_total", "counter", "HTTP requests by endpoint and status");
+  for (const auto& [key, n] : requests_)
+    out += fmt::format("deltafin_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", label(key.first), key.second, n);
+  metric(out, "deltafin_generations_total", "counter", "Generations run (cancelled ones included)");
+  out += fmt::format("deltafin_generations_total {}\n", generations_);
+  metric(out, "deltafin_generations_cancelled_total", "counter", "Generations stopped by a disconnect or shutdown");
+  out += fmt::format("deltafin_generations_cancelled_total {}\n", cancelled_);
+  metric(out, "deltafin_prompt_tokens_total", "counter", "Prompt tokens of all generations");
+  out += fmt::format("deltafin_prompt_tokens_total {}\n", prompt_tokens_);
+  metric(out, "deltafin_prompt_tokens_reused_total", "counter", "Prompt tokens kept from the previous request's session");
+  out += fmt::format("deltafin_prompt_tokens_reused_total {}\n", reused_tokens_);
+  metric(out, "deltafin_completion_tokens_total", "counter", "Generated tokens");
+  out += fmt::format("deltafin_completion_tokens_total {}\n", completion_tokens_);
+  metric(out, "deltafin_decode_tokens_per_second", "gauge", "Decode speed of the last generation");
+  out += fmt::format("deltafin_decode_tokens_per_second {:.3f}\n", last_decode_tokens_per_second_);
+  metric(out, "deltafin_first_token_seconds", "gauge", "Time to first token of the last generation");
+  out += fmt::format("deltafin_first_token_seconds {:.6f}\n", last_first_token_seconds_);
+  metric(out, "deltafin_generation_running", "gauge", "1 while a generation holds the engine");
+  out += fmt::format("deltafin_generation_running {}\n", running ? 1 : 0);
+  metric(out, "deltafin_queue_waiting", "gauge", "Requests waiting for the engine");
+  out += fmt::format("deltafin_queue_waiting {}\n", queue_waiting);
+  metric(out, "deltafin_expert_bytes_read_total", "counter", "Routed-expert bytes read from storage");
+  out += fmt::format("deltafin_expert_bytes_read_total {}\n", engine_.expert_bytes_read);
+  const uint64_t lookups = engine_.expert_hits + engine_.expert_misses;
+  metric(out, "deltafin_expert_cache_hit_ratio", "gauge", "Expert cache hits over lookups");
+  out += fmt::format("deltafin_expert_cache_hit_ratio {:.6f}\n", lookups ? static_cast<double>(engine_.expert_hits) / lookups : 0.0);
+  metric(out, "deltafin_drive_read_bytes_total", "counter", "Bytes read per drive");
+  for (const DriveReport& d : engine_.drives)
+    out += fmt::format("deltafin_drive_read_bytes_total{{drive=\"{}\"}} {}\n", label(d.path), d.bytes);
+  metric(out, "deltafin_drive_gigabytes_per_second", "gauge", "Read rate per drive while a read was in flight (GB/s)");
+  for (const DriveReport& d : engine_.drives)
+    out += fmt::format("deltafin_drive_gigabytes_per_second{{drive=\"{}\"}} {:.4f}\n", label(d.path),
+                       d.busy_seconds > 0 ? d.bytes / 1e9 / d.busy_seconds : 0.0);
+  metric(out, "deltafin_state_bytes", "gauge", "KV cache and recurrent state of the kept session");
+  out += fmt::format("deltafin_state_bytes {}\n", state_bytes_);
+  metric(out, "deltafin_memory_peak_rss_bytes", "gauge", "Peak resident memory of the server");
+  out += fmt::format("deltafin_memory_peak_rss_bytes {}\n", peak_rss_bytes());
+  metric(out, "deltafin_memory_budget_bytes", "gauge", "Spine + expert budget + planned state + runtime allowance");
+  out += fmt::format("deltafin_memory_budget_bytes {}\n", memory_budget);
+  return out;
+}
+
+}  // namespace deltafin::serve

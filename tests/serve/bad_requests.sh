@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# `deltafin serve` refusals, with curl: API key (401), malformed JSON and wrong types (400 naming
+# the field), n != 1, unknown model (404), body too large (413), context overflow (400), a full
+# line (503 + Retry-After), a client that disconnects (its generation cancelled), and SIGTERM
+# during a generation (answered with an error, exit 0).
+# Usage: bad_requests.sh DELTAFIN_BINARY MODEL_DIR
+set -euo pipefail
+bin=$1 model=$2
+work=$(mktemp -d)
+server_pid=""
+trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# Starts the server with extra flags; sets url and server_pid.
+start_server() {
+  "$bin" serve -m "$model" --port 0 --draft off "$@" 2> "$work/server.log" &
+  server_pid=$!
+  for _ in $(seq 1 600); do  # 30 s: a loaded CI machine
+    url=$(grep -so 'http://[0-9.]*:[0-9]*' "$work/server.log" || true)
+    [ -n "$url" ] && return 0
+    sleep 0.05
+  done
+  cat "$work/server.log" >&2
+  echo "server did not start" >&2
+  exit 1
+}
+
+# request NAME EXPECTED_STATUS METHOD PATH [BODY] [curl args...]: the body lands in $work/NAME.json.
+request() {
+  local name=$1 expected=$2 method=$3 path=$4 body=${5:-}
+  shift 5 || shift $#
+  local status
+  status=$(curl -s -o "$work/$name.json" -w '%{http_code}' -X "$method" -H 'Authorization: Bearer sekret' \
+             -H 'Content-Type: application/json' ${body:+--data-binary "$body"} "$@" "$url$path")
+  [ "$status" = "$expected" ] || fail "$name: status $status, expected $expected: $(cat "$work/$name.json")"
+}
+
+# json_is NAME PYTHON_EXPRESSION: the expression over the parsed body j must be true.
+json_is() {
+  /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$work/$1.json" \
+    || fail "$1: not ($2): $(cat "$work/$1.json")"
+}
+
+# until_metric LINE: waits (10 s at most) until /metrics has the line LINE.
+until_metric() {
+  for _ in $(seq 1 200); do
+    curl -s "$url/metrics" | grep -qx "$1" && return 0
+    sleep 0.05
+  done
+  fail "/metrics never showed '$1'"
+}
+
+# The error object names the field at fault.
+error_names() { json_is "$1" "j['error']['param'] == $2 and j['error']['type'] and j['error']['message']"; }
+
+start_server --api-key sekret --queue 0 --max-body-mb 0.01 --ctx-size 4096
+chat='"model": "default", "messages": [{"role": "user", "content": "def f():"}]'
+
+status=$(curl -s -o "$work/nokey.json" -w '%{http_code}' "$url/v1/models")
+[ "$status" = 401 ] || fail "no key: status $status"
+json_is nokey "j['error']['type'] == 'authentication_error'"
+status=$(curl -s -o "$work/badkey.json" -w '%{http_code}' -H 'Authorization: Bearer nope' "$url/v1/models")
+[ "$status" = 401 ] || fail "wrong key: status $status"
+request health 200 GET /health
+json_is health "j['status'] == 'ok'"
+request models 200 GET /v1/models
+json_is models "j['data'][0]['id'] == 'default'"
+
+request malformed 400 POST /v1/chat/completions '{"messages": [}'
+json_is malformed "'not valid JSON' in j['error']['message'] and j['error']['param'] is None"
+request not_object 400 POST /v1/chat/completions '[1, 2]'
+request no_messages 400 POST /v1/chat/completions '{"model": "default"}'
+error_names no_messages "'messages'"
+request messages_type 400 POST /v1/chat/completions '{"messages": "hi"}'
+error_names messages_type "'messages'"
+request role 400 POST /v1/chat/completions '{"messages": [{"role": "wizard", "content": "hi"}]}'
+error_names role "'messages[0].role'"
+request content_type 400 POST /v1/chat/completions '{"messages": [{"role": "user", "content": 7}]}'
+error_names content_type "'messages[0].content'"
+request temperature 400 POST /v1/chat/completions "{$chat, \"temperature\": \"hot\"}"
+error_names temperature "'temperature'"
+request top_p 400 POST /v1/chat/completions "{$chat, \"top_p\": 1.5}"
+error_names top_p "'top_p'"
+request max_tokens 400 POST /v1/chat/completions "{$chat, \"max_tokens\": -1}"
+error_names max_tokens "'max_tokens'"
+request max_tokens_float 400 POST /v1/chat/completions "{$chat, \"max_tokens\": 2.5}"
+error_names max_tokens_float "'max_tokens'"
+request stream_type 400 POST /v1/chat/completions "{$chat, \"stream\": \"yes\"}"
+error_names stream_type "'stream'"
+request stop_type 400 POST /v1/chat/completions "{$chat, \"stop\": [1]}"
+error_names stop_type "'stop'"
+request n 400 POST /v1/chat/completions "{$chat, \"n\": 2}"
+error_names n "'n'"
+request prompt 400 POST /v1/completions '{"prompt": ["a", "b"]}'
+error_names prompt "'prompt'"
+request model 404 POST /v1/chat/completions '{"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}'
+error_names model "'model'"
+request overflow 400 POST /v1/chat/completions "{$chat, \"max_completion_tokens\": 100000}"
+error_names overflow "'max_completion_tokens'"
+json_is overflow "'context of 4096' in j['error']['message']"
+big=$(head -c 20000 /dev/zero | tr '\0' 'a')
+request too_large 413 POST /v1/completions "{\"prompt\": \"$big\"}"
+json_is too_large "j['error']['message'] == 'the request body is too large'"
+request no_endpoint 404 GET /v1/nothing
+request ok 200 POST /v1/completions '{"prompt": "import os", "max_tokens": 4, "temperature": 0}' -D "$work/ok.headers"
+json_is ok "j['usage']['completion_tokens'] == 4 and j['system_fingerprint'].startswith('xxh3:')"
+hash=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['system_fingerprint'])" "$work/ok.json")
+grep -qi "^X-Deltafin-Ids-Hash: $hash" "$work/ok.headers" || fail "ok: no X-Deltafin-Ids-Hash header with $hash"
+
+# A full line (one generation runs, none may wait: --queue 0), then its client disconnects: the
+# generation stops at the next token.
+curl -s -N -o /dev/null -H 'Authorization: Bearer sekret' \
+  --data-binary '{"prompt": "import os", "max_tokens": 4000, "temperature": 0, "stream": true}' "$url/v1/completions" &
+long_pid=$!
+until_metric 'deltafin_generation_running 1'
+status=$(curl -s -D "$work/busy.headers" -o "$work/busy.json" -w '%{http_code}' -H 'Authorization: Bearer sekret' \
+           --data-binary '{"prompt": "import os", "max_tokens": 4}' "$url/v1/completions")
+[ "$status" = 503 ] || fail "full line: status $status, expected 503"
+grep -qi '^Retry-After: 1' "$work/busy.headers" || fail "full line: no Retry-After header"
+error_names busy "None"
+kill "$long_pid" 2>/dev/null || true
+wait "$long_pid" || true
+until_metric 'deltafin_generations_cancelled_total 1'
+until_metric 'deltafin_generation_running 0'
+request metrics 200 GET /metrics
+grep -q '^deltafin_generations_cancelled_total 1$' "$work/metrics.json" || fail "disconnect: no cancelled generation in /metrics"
+tokens=$(sed -n 's/^deltafin_completion_tokens_total //p' "$work/metrics.json")
+[ "$tokens" -lt 3000 ] || fail "disconnect: $tokens tokens generated, the generation went on"
+grep -q 'deltafin_requests_total{endpoint="/v1/chat/completions",status="400"}' "$work/metrics.json" || fail "metrics: no 400s counted"
+request health_after 200 GET /health
+
+# SIGTERM mid-generation: the request gets an error, the server exits 0.
+curl -s -o "$work/interrupted.json" -w '%{http_code}' -H 'Authorization: Bearer sekret' \
+  --data-binary '{"prompt": "import os", "max_tokens": 4000, "temperature": 0}' "$url/v1/completions" > "$work/interrupted.status" &
+curl_pid=$!
+until_metric 'deltafin_generation_running 1'
+kill -TERM "$server_pid"
+wait "$curl_pid" || true
+[ "$(cat "$work/interrupted.status")" = 503 ] || fail "SIGTERM: in-flight status $(cat "$work/interrupted.status"), expected 503"
+json_is interrupted "'shutting down' in j['error']['message']"
+code=0
+wait "$server_pid" || code=$?
+server_pid=""
+[ "$code" = 0 ] || fail "SIGTERM: exit code $code, expected 0"
+grep -q 'server stopped' "$work/server.log" || fail "SIGTERM: no 'server stopped' line"
+
+# Another address than loopback without a key: a warning.
+"$bin" serve -m "$model" --host 0.0.0.0 --port 0 --draft off 2> "$work/open.log" &
+open_pid=$!
+for _ in $(seq 1 600); do grep -qs 'http://' "$work/open.log" && break; sleep 0.05; done
+kill -INT "$open_pid"; wait "$open_pid" || fail "SIGINT: nonzero exit"
+grep -q 'warning: --host 0.0.0.0: serving beyond this machine with no --api-key' "$work/open.log" || fail "no warning for 0.0.0.0"
+"$bin" serve -m "$model" --port 70000 2> "$work/port.log" && fail "--port 70000 accepted"
+grep -q '^deltafin: --port must be 0..65535' "$work/port.log" || fail "--port 70000: $(cat "$work/port.log")"
+
+if [ "$failures" -gt 0 ]; then echo "$failures failures" >&2; exit 1; fi
+echo "all bad-request cases passed"

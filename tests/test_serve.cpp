@@ -1,0 +1,140 @@
+// deltafin serve's parts below HTTP: request validation names the field at fault; the session
+// cache's reuse (rewind to the common prefix, prefill the rest) gives bit-identical logits to a
+// fresh prefill on K2 (append-only latent cache) and K3 (recurrent state restored by replay);
+// the admission line holds one generation and a bounded number of waiters.
+#include <catch2/catch.hpp>
+
+#include <deltafin/engine.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+#include "serve/admission.hpp"
+#include "serve/api_error.hpp"
+#include "serve/request.hpp"
+#include "serve/session_cache.hpp"
+#include "test_util.hpp"
+
+using namespace deltafin;
+using namespace deltafin::serve;
+
+namespace {
+
+// The ApiError a body is refused with.
+ApiError refusal(const std::string& body, bool chat = true) {
+  try {
+    chat ? parse_chat_request(body) : parse_completion_request(body);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  FAIL("accepted: " << body);
+  return ApiError(0, "");
+}
+
+}  // namespace
+
+TEST_CASE("serve requests: fields, defaults and refusals naming the field", "[serve]") {
+  const CompletionRequest r = parse_chat_request(
+      R"({"model": "m", "messages": [{"role": "developer", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+          "max_completion_tokens": 9, "top_p": 0.5, "seed": 3, "stop": "x", "stream": true, "stream_options": {"include_usage": true}, "logprobs": null})");
+  CHECK(r.chat);
+  CHECK(r.model == "m");
+  REQUIRE(r.messages.size() == 2);
+  CHECK(r.messages[0].role == "system");
+  CHECK(r.messages[1].content == "ab");
+  CHECK(r.max_tokens == 9);
+  CHECK(r.sampler.temperature == 1.0f);
+  CHECK(r.sampler.top_p == 0.5f);
+  CHECK(r.sampler.seed == 3);
+  CHECK(r.stops == std::vector<std::string>{"x"});
+  CHECK((r.stream && r.include_usage));
+  CHECK(parse_completion_request(R"({"prompt": ["one"]})").prompt == "one");
+  CHECK_FALSE(parse_completion_request(R"({"prompt": "p"})").max_tokens.has_value());
+
+  CHECK(refusal("{").param.empty());
+  CHECK(refusal("{").status == 400);
+  CHECK(refusal(R"({"messages": []})").param == "messages");
+  CHECK(refusal(R"({"messages": [{"content": "x"}]})").param == "messages[0].role");
+  CHECK(refusal(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})").param == "messages[0].content[0]");
+  CHECK(refusal(R"({"messages": [{"role": "user"}], "temperature": 3})").param == "temperature");
+  CHECK(refusal(R"({"messages": [{"role": "user"}], "seed": -1})").param == "seed");
+  CHECK(refusal(R"({"messages": [{"role": "user"}], "n": 3})").param == "n");
+  CHECK(refusal(R"({"messages": [{"role": "user"}], "stop": ["a", "b", "c", "d", "e"]})").param == "stop");
+  CHECK(refusal(R"({"messages": [{"role": "user"}], "stream_options": 1})").param == "stream_options");
+  CHECK(refusal(R"({"prompt": 5})", false).param == "prompt");
+  CHECK(refusal(R"({"prompt": ""})", false).param == "prompt");
+}
+
+TEST_CASE("serve session cache: reuse gives the logits of a fresh prefill", "[serve]") {
+  for (const std::string name : {"k2_tiny", "k3_tiny"}) {
+    INFO(name);
+    EngineOptions o;
+    o.model_dir = test::fixture(name);
+    o.threads = 2;
+    o.cache_gb = 0.5;
+    auto engine = Engine::open(o);
+    std::vector<int32_t> turn1(40);
+    std::iota(turn1.begin(), turn1.end(), 5);
+    std::vector<int32_t> committed = turn1;  // turn 1's prompt and its reply
+    for (int32_t i = 0; i < 8; ++i) committed.push_back(100 + i);
+    std::vector<int32_t> turn2(committed.begin(), committed.begin() + 45);  // diverges inside the reply
+    for (int32_t i = 0; i < 25; ++i) turn2.push_back(150 + i);
+    auto never = [] { return false; };
+
+    SessionCache kept(*engine, 16, true);
+    int64_t reused = -1;
+    kept.prefill(turn1, reused, never);
+    CHECK(reused == 0);
+    kept.session().append(std::span<const int32_t>(committed).subspan(40), false);
+    kept.record(committed);
+    const std::vector<float> with_reuse = kept.prefill(turn2, reused, never);
+    CHECK(reused == 45);
+
+    SessionCache fresh(*engine, 16, false);
+    const std::vector<float> without = fresh.prefill(turn2, reused, never);
+    CHECK(reused == 0);
+    REQUIRE(with_reuse.size() == without.size());
+    CHECK(with_reuse == without);
+  }
+}
+
+TEST_CASE("serve admission: one runs, max_waiting wait in arrival order, the rest are refused", "[serve]") {
+  Admission line(1);
+  auto first = line.admit();
+  REQUIRE(first);
+  REQUIRE(first->wait());
+  auto second = line.admit();
+  REQUIRE(second);
+  CHECK(line.waiting() == 1);
+  CHECK_FALSE(line.admit());  // full
+  first.reset();              // the engine goes to the waiter
+  REQUIRE(second->wait());
+  CHECK(line.waiting() == 0);
+  line.shut_down();
+  auto late = line.admit();
+  CHECK_FALSE(late);
+
+  Admission fifo(2);
+  auto a = fifo.admit();
+  REQUIRE(a->wait());
+  auto b = fifo.admit(), c = fifo.admit();
+  REQUIRE((b && c));
+  std::atomic<int> order{0};  // Catch2 assertions stay on this thread: the waiters only record
+  int b_ran = 0, c_ran = 0;
+  std::thread late_waiter([&] {  // waits first, arrived second
+    if (c->wait()) c_ran = ++order;
+    c.reset();
+  });
+  std::thread early_arrival([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    if (b->wait()) b_ran = ++order;
+    b.reset();
+  });
+  a.reset();
+  early_arrival.join();
+  late_waiter.join();
+  CHECK(b_ran == 1);
+  CHECK(c_ran == 2);
+}

@@ -66,8 +66,9 @@ std::string drafter_kind(const RunFlags& f, std::string& dir) {
 }
 
 // The engines of one run: a draft model (when asked) is opened first and takes a quarter of the
-// one expert budget, at most what all its experts take (a dense draft takes nothing); the target
-// gets the rest, and the draft's share and KV cache count against the memory it is compared with.
+// expert share (at most what all its experts take; a dense draft takes nothing); the target gets
+// the rest, and everything the draft holds (spine, experts, KV cache, working memory) is part of
+// the target's memory budget.
 struct RunEngines {
   std::unique_ptr<Engine> target;
   std::unique_ptr<Drafter> drafter;
@@ -84,11 +85,12 @@ RunEngines open_engines(const RunFlags& f, int64_t positions) {
     o.model_dir = dir;
     o.placement = "";
     o.positions = positions;
-    o.cache_gb = f.engine.cache_gb / 4, o.cache_gb_given = false;  // lowered, like a default, when memory is short
+    // A quarter of --cache-gb, or of 4 GB without it; lowered, like a default, when memory is short.
+    o.cache_gb = (f.engine.cache_gb_given ? f.engine.cache_gb : 4.0) / 4, o.cache_gb_given = false;
     draft = Engine::open(o);
     const uint64_t share = std::min(draft->stats().cache_budget_bytes, draft->summary().routed_expert_bytes);
-    target.cache_gb = std::max(0.0, f.engine.cache_gb - share / 1e9);
-    target.reserved_bytes = share + draft->summary().planned_state_bytes;
+    if (f.engine.cache_gb_given) target.cache_gb = std::max(0.0, f.engine.cache_gb - share / 1e9);
+    target.reserved_bytes = draft->summary().footprint_bytes;
   }
   RunEngines e;
   e.target = Engine::open(target);

@@ -70,7 +70,7 @@ void print_memory_plan(const FamilyDescription& d, const PlanFlags& f) {
   }
   in.routed_per_token = b.routed_per_token;
   in.top_k = d.top_k;
-  const BudgetPlan p = plan_budget(in, "--memory-gb");
+  const BudgetPlan p = plan_budget(in, fmt::format("--memory-gb {}", f.memory_gb));
   const auto gb = [](uint64_t bytes) { return bytes / 1e9; };
   std::printf("budget         %.4f GB: spine %.6f GB resident + %.6f GB streamed (window %.6f GB), experts %.6f GB, "
               "KV cache and state %.6f GB (%lld positions), working %.6f GB; minimum %.6f GB\n",

@@ -81,8 +81,11 @@ void print_receipt(const Engine& engine, const RunReport& r) {
                m.spine_units_streamed, m.spine_units, m.spine_window_bytes / kGB, m.expert_budget_bytes / kGB,
                m.working_bytes / kGB, m.minimum_bytes / kGB);
   const uint64_t decode_spine = s.spine_bytes_read - r.at_decode_start.spine_bytes_read;
-  std::fprintf(stderr, "spine     %.4f GB streamed in all; %.4f GB per decode token\n", s.spine_bytes_read / kGB,
-               r.decode_tokens ? decode_spine / kGB / r.decode_tokens : 0.0);
+  // A verify pass reads the streamed spine once for all its positions: per committed token it
+  // falls with acceptance.
+  std::fprintf(stderr, "spine     %.4f GB streamed in all; %.4f GB per decode pass, %.4f GB per committed token\n",
+               s.spine_bytes_read / kGB, decode_passes ? decode_spine / kGB / decode_passes : 0.0,
+               r.speculative.committed ? decode_spine / kGB / r.speculative.committed : 0.0);
   std::fprintf(stderr, "ids hash  xxh3:%016" PRIx64 " (%zu ids)\n", ids_hash(r.generated), r.generated.size());
 }
 

@@ -57,7 +57,10 @@ BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, std::strin
     in.budget = budget->bytes;
     source = budget->source;
   }
-  return plan_budget(in, o.memory_gb > 0 ? "--memory-gb" : fmt::format("the default memory budget ({})", source));
+  const std::string what = o.memory_gb > 0 ? fmt::format("{}: --memory-gb {}", o.model_dir, o.memory_gb)
+                                           : fmt::format("{}: the default memory budget of {} ({})", o.model_dir,
+                                                         human_bytes(in.budget), source);
+  return plan_budget(in, what);
 }
 
 // Warns about checkpoint tensors the config does not describe (a config with 5 layers for a

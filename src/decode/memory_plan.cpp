@@ -62,7 +62,7 @@ std::vector<SpineUnit> spine_units(const ModelBytes& b) {
 
 uint64_t working_reserve(uint64_t spine) { return std::clamp<uint64_t>(spine / 4, 32'000'000, 256'000'000); }
 
-BudgetPlan plan_budget(const BudgetInput& in, const std::string& flag) {
+BudgetPlan plan_budget(const BudgetInput& in, const std::string& what) {
   BudgetPlan p;
   p.budget = in.budget;
   const uint64_t fixed = in.state + in.reserve + in.others;
@@ -76,8 +76,8 @@ BudgetPlan plan_budget(const BudgetInput& in, const std::string& flag) {
                                   human_bytes(slot), human_bytes(in.state), human_bytes(in.reserve));
   if (in.others) parts += fmt::format(", {} for the draft model", human_bytes(in.others));
   if (in.budget < p.minimum)
-    fail("{} {:.4g}: below the minimum working set of {} ({}); give at least {} {}", flag, in.budget / 1e9,
-         human_bytes(p.minimum), parts, flag, std::ceil(p.minimum / 1e5) / 1e4);
+    fail("{}: below the minimum working set of {} ({}); give at least --memory-gb {}", what, human_bytes(p.minimum), parts,
+         std::ceil(p.minimum / 1e5) / 1e4);
 
   // The experts' share before the spine's: a fixed --cache-gb, else one layer's selection.
   const bool fixed_cap = in.expert_cap && in.cap_fixed;
@@ -85,9 +85,9 @@ BudgetPlan plan_budget(const BudgetInput& in, const std::string& flag) {
   uint64_t floor = fixed_cap ? cap : std::min(cap, std::max<int64_t>(1, in.top_k) * slot);
   if (!fixed_cap) floor = std::clamp(in.budget - fixed - largest_bytes, std::min(slot, floor), floor);
   if (fixed_cap && cap + fixed + largest_bytes > in.budget)
-    fail("--cache-gb {:.4g}: leaves {} of {} {:.4g} for the spine, less than its largest unit ({}, {}); at most --cache-gb {:.4g}",
-         *in.expert_cap / 1e9, human_bytes(in.budget - std::min(in.budget, cap + fixed)), flag, in.budget / 1e9,
-         largest->name, human_bytes(largest_bytes), (in.budget - fixed - largest_bytes) / 1e9);
+    fail("--cache-gb {:.4g}: leaves {} of {} for the spine, less than its largest unit ({}, {}) beside {}; at most --cache-gb {:.4g}",
+         *in.expert_cap / 1e9, human_bytes(in.budget - std::min(in.budget, cap + fixed)), what, largest->name,
+         human_bytes(largest_bytes), parts, (in.budget - fixed - largest_bytes) / 1e9);
   const uint64_t room = in.budget - fixed - floor;
 
   uint64_t total = 0;
@@ -98,7 +98,7 @@ BudgetPlan plan_budget(const BudgetInput& in, const std::string& flag) {
     p.window_units = 2;
     auto split = split_spine(in.units, room, 2);
     if (!split) split = split_spine(in.units, room, 1), p.window_units = 1;
-    if (!split) fail("{} {:.4g}: the spine's window does not fit ({})", flag, in.budget / 1e9, parts);  // the minimum covers it
+    if (!split) fail("{}: the spine's window does not fit ({})", what, parts);  // the minimum rules this out
     p.resident = std::move(split->first);
     p.window = split->second;
   }

@@ -59,7 +59,8 @@ inline uint64_t planned_state_bytes(const ModelBytes& b, int64_t positions) {
 // The units of a model's spine from its bytes (weights/model_size.hpp), in first-use order.
 std::vector<SpineUnit> spine_units(const ModelBytes& b);
 
-// Shares `in.budget`. Throws a one-line deltafin::Error naming `flag` when the budget is below
+// Shares `in.budget`. Throws a one-line deltafin::Error starting with `what` (the model and
+// the budget: "DIR: --memory-gb 4") when the budget is below
 // the minimum working set (the largest unit, one expert, the state and working memory) or when
 // the fixed expert share leaves less than that for the spine.
 //
@@ -69,7 +70,7 @@ std::vector<SpineUnit> spine_units(const ModelBytes& b);
 // experts the rest. Resident units are chosen largest first (ties: first use) to minimise the
 // bytes read per pass; the window holds two streamed units so the next one is read while the
 // current one computes.
-BudgetPlan plan_budget(const BudgetInput& in, const std::string& flag);
+BudgetPlan plan_budget(const BudgetInput& in, const std::string& what);
 
 // Working memory (activations, I/O buffers, the runtime): a quarter of the spine, 32 MB to 256 MB.
 uint64_t working_reserve(uint64_t spine);

@@ -53,7 +53,8 @@ struct ModelSummary {
   int64_t moe_layers = 0;       // layers with routed experts
   // The memory plan (decode/memory_plan.hpp): the budget and where it came from, the spine's
   // resident and streamed bytes (from config.json) and the window streamed units pass through,
-  // the expert share, the smallest budget that runs, and all the engine plans to hold.
+  // the expert share, the smallest budget that runs, and what the engine holds beside another
+  // one in the process (footprint: its working memory without the runtime's floor).
   uint64_t memory_budget = 0;
   std::string memory_source;    // "--memory-gb", "MemAvailable less 5% headroom", ...
   uint64_t spine_resident_bytes = 0, spine_streamed_bytes = 0, spine_window_bytes = 0;

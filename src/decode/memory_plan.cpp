@@ -85,9 +85,11 @@ BudgetPlan plan_budget(const BudgetInput& in, const std::string& what) {
   uint64_t floor = fixed_cap ? cap : std::min(cap, std::max<int64_t>(1, in.top_k) * slot);
   if (!fixed_cap) floor = std::clamp(in.budget - fixed - largest_bytes, std::min(slot, floor), floor);
   if (fixed_cap && cap + fixed + largest_bytes > in.budget)
-    fail("--cache-gb {:.4g}: leaves {} of {} for the spine, less than its largest unit ({}, {}) beside {}; at most --cache-gb {:.4g}",
-         *in.expert_cap / 1e9, human_bytes(in.budget - std::min(in.budget, cap + fixed)), what, largest->name,
-         human_bytes(largest_bytes), parts, (in.budget - fixed - largest_bytes) / 1e9);
+    fail("{}: --cache-gb {:.4g} leaves {} for the spine beside {} of KV cache and state, {} of working memory{}: less than "
+         "its largest unit ({}, {}); at most --cache-gb {:.4g}",
+         what, *in.expert_cap / 1e9, human_bytes(in.budget - std::min(in.budget, cap + fixed)), human_bytes(in.state),
+         human_bytes(in.reserve), in.others ? fmt::format(" and {} for the draft model", human_bytes(in.others)) : "",
+         largest->name, human_bytes(largest_bytes), (in.budget - fixed - largest_bytes) / 1e9);
   const uint64_t room = in.budget - fixed - floor;
 
   uint64_t total = 0;

@@ -232,8 +232,10 @@ class ModelEngine final : public Engine {
     summary_.expert_budget_bytes = store_.budget_bytes();
     summary_.working_bytes = working_reserve(b.spine);
     summary_.minimum_bytes = plan_.minimum;
+    // What another engine of the process counts for this one: the runtime's share of working
+    // memory (the floor) is counted once, by that engine.
     summary_.footprint_bytes = plan_.spine_resident + plan_.window + store_.budget_bytes() + summary_.planned_state_bytes +
-                               summary_.working_bytes;
+                               std::min(summary_.working_bytes, b.spine / 4);
   }
 
   std::string usage_json() const override { return deltafin::usage_json(model_fingerprint(experts_), store_.usage()); }

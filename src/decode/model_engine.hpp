@@ -35,7 +35,7 @@
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
 #include "model/routed_experts.hpp"
-#include "model/spine_stream.hpp"
+#include "io/spine_stream.hpp"
 #include "util/error.hpp"
 #include "weights/expert_table.hpp"
 #include "weights/model_size.hpp"

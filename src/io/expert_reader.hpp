@@ -59,7 +59,7 @@ class ExpertReader {
   void read(int64_t layer, int64_t expert, std::byte* dst, bool urgent, Done done);
 
   // Reads `length` bytes of a checkpoint shard at `offset` into dst at low priority, around the page
-  // cache (the streamed spine, model/spine_stream.hpp): on the shards' drive queue, or with a
+  // cache (the streamed spine, io/spine_stream.hpp): on the shards' drive queue, or with a
   // placement on a queue of the model directory's own. `done` runs once, on an I/O thread.
   void read_shard(const ReadOnlyFile& file, uint64_t offset, uint64_t length, std::byte* dst, Done done);
 

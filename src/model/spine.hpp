@@ -1,8 +1,9 @@
 // Resident ("spine") weights: everything but the routed experts, read once at load in their
 // stored formats into backend buffers (straight into them where the host can write them).
 // Every tensor is checked for NaN and Inf as it loads. With a SpineStream, the matrices of a
-// streamed unit (begin_unit) get their buffers but are read every pass instead (spine_stream.hpp). Norm weights, the router's correction
-// bias and K3's small parameters are widened to fp32 vectors.
+// streamed unit (begin_unit) get their buffers but are read every pass instead
+// (io/spine_stream.hpp). Norm weights, the router's correction bias and K3's small parameters are
+// widened to fp32 vectors.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 
 #include "backend/backend.hpp"
 #include "io/aligned_buffer.hpp"
-#include "model/spine_stream.hpp"
+#include "io/spine_stream.hpp"
 #include "weights/weight_index.hpp"
 
 namespace deltafin {

@@ -1,5 +1,5 @@
 // SpineStream (see spine_stream.hpp).
-#include "model/spine_stream.hpp"
+#include "io/spine_stream.hpp"
 
 #include <sys/mman.h>
 

@@ -67,8 +67,9 @@ if [ "${SPEC:-1}" != 0 ] && [ -x "$root/build/spec_storage_bench" ]; then
 import json, sys
 for line in sys.stdin:
     a = json.loads(line)
-    print(f"| {a[\"arm\"]} | {a[\"accept\"]:.2f} | {a[\"k\"]} | {a[\"tok_s\"]:.3f} | {a[\"plain_tok_s\"]:.3f} | "
-          f"{a[\"spine_bytes_per_token\"]/1e9:.4f} | {a[\"bytes_per_token\"]/1e9:.4f} | {a[\"same_ids\"]} |")' >> "$out.tmp"
+    row = [a["arm"], "%.2f" % a["accept"], str(a["k"]), "%.3f" % a["tok_s"], "%.3f" % a["plain_tok_s"],
+           "%.4f" % (a["spine_bytes_per_token"] / 1e9), "%.4f" % (a["bytes_per_token"] / 1e9), str(a["same_ids"]).lower()]
+    print("| " + " | ".join(row) + " |")' >> "$out.tmp"
 fi
 mv "$out.tmp" "$out"
 cat "$out"

@@ -46,7 +46,7 @@ struct ModelSummary {
   int64_t vocab_size = 0;
   int64_t eos_token_id = -1;
   int64_t context_length = 0;   // max_position_embeddings; 0: not stated
-  uint64_t spine_bytes = 0;     // resident weights
+  uint64_t spine_bytes = 0;     // resident weights (streamed spine units not counted)
   uint64_t state_bytes_per_position = 0;  // KV/latent cache a position adds (with rewind snapshots)
   uint64_t planned_state_bytes = 0;       // KV cache and state for EngineOptions::positions
   uint64_t routed_expert_bytes = 0;       // every routed expert record (what a budget beyond it cannot use)

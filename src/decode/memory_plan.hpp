@@ -59,10 +59,10 @@ inline uint64_t planned_state_bytes(const ModelBytes& b, int64_t positions) {
 // The units of a model's spine from its bytes (weights/model_size.hpp), in first-use order.
 std::vector<SpineUnit> spine_units(const ModelBytes& b);
 
-// Shares `in.budget`. Throws a one-line deltafin::Error starting with `what` (the model and
-// the budget: "DIR: --memory-gb 4") when the budget is below
-// the minimum working set (the largest unit, one expert, the state and working memory) or when
-// the fixed expert share leaves less than that for the spine.
+// Shares `in.budget`. Throws a one-line deltafin::Error starting with `what` (the model and the
+// budget: "DIR: --memory-gb 4") when the budget is below the minimum working set (the largest
+// unit, one expert, the state, working memory and others) or when a fixed expert share leaves
+// less than the largest unit for the spine.
 //
 // The spine comes first: a resident spine byte saves one byte read every pass, an expert-cache
 // byte saves top_k / experts of one (uniform use). So experts get one layer's selection (top_k

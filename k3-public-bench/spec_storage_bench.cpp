@@ -3,7 +3,9 @@
 // A scripted drafter proposes the target's own greedy continuation (found by a plain run first),
 // each guess replaced by a wrong token with probability 1 - ACCEPT. Every arm opens a fresh engine
 // (cold expert cache) and must generate the plain run's ids. Prints one JSON object per arm.
-// Usage: spec_storage_bench MODEL PLACEMENT CACHE_GB TOKENS
+// With MEMORY_GB (--memory-gb) the spine may stream: a verify pass reads it once for all its
+// positions, so spine bytes per committed token fall with acceptance (issue 16).
+// Usage: spec_storage_bench MODEL PLACEMENT CACHE_GB TOKENS [MEMORY_GB]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -72,8 +74,8 @@ Result generate(const EngineOptions& o, const std::vector<int32_t>& prompt, int 
 }  // namespace
 
 int run(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: spec_storage_bench MODEL PLACEMENT CACHE_GB TOKENS\n");
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: spec_storage_bench MODEL PLACEMENT CACHE_GB TOKENS [MEMORY_GB]\n");
     return 2;
   }
   EngineOptions o;
@@ -81,20 +83,22 @@ int run(int argc, char** argv) {
   o.placement = argv[2];
   o.cache_gb = std::atof(argv[3]);
   const int tokens = std::atoi(argv[4]);
+  if (argc == 6) o.memory_gb = std::atof(argv[5]);
   std::vector<int32_t> prompt;
   for (int i = 1; i <= 16; ++i) prompt.push_back(i);
 
   const Result plain = generate(o, prompt, tokens, nullptr, {0, false});
   auto report = [&](const char* arm, double accept, int k, bool adaptive, const Result& r) {
     const uint64_t bytes = r.after.expert_bytes_read - r.before.expert_bytes_read;
+    const uint64_t spine = r.after.spine_bytes_read - r.before.spine_bytes_read;
     const uint64_t committed = r.spec.committed;
     std::printf("{\"arm\": \"%s\", \"accept\": %.2f, \"k\": %d, \"adaptive\": %s, \"tok_s\": %.4f, \"plain_tok_s\": %.4f, "
                 "\"steps\": %llu, \"drafted\": %llu, \"accepted\": %llu, \"committed\": %llu, \"bytes_per_token\": %.0f, "
-                "\"experts_per_pass\": %.2f, \"same_ids\": %s}\n",
+                "\"spine_bytes_per_token\": %.0f, \"experts_per_pass\": %.2f, \"same_ids\": %s}\n",
                 arm, accept, k, adaptive ? "true" : "false", committed / r.seconds, plain.spec.committed / plain.seconds,
                 static_cast<unsigned long long>(r.spec.steps), static_cast<unsigned long long>(r.spec.drafted),
                 static_cast<unsigned long long>(r.spec.accepted), static_cast<unsigned long long>(committed),
-                static_cast<double>(bytes) / committed,
+                static_cast<double>(bytes) / committed, static_cast<double>(spine) / committed,
                 static_cast<double>(r.after.expert_runs - r.before.expert_runs) / r.spec.steps,
                 r.ids == plain.ids ? "true" : "false");
     std::fflush(stdout);

@@ -13,8 +13,14 @@ namespace deltafin {
 
 struct EngineOptions {
   std::string model_dir;
-  double cache_gb = 4.0;   // byte budget of the routed-expert cache
-  bool cache_gb_given = false;  // set by the user: refused, not lowered, when memory is short
+  // The one memory budget (--memory-gb): spine, expert cache, KV cache and state, a draft model,
+  // working memory. 0: the machine's free memory less headroom (decode/memory_plan.hpp).
+  double memory_gb = 0;
+  // The routed-expert share of it (--cache-gb): 0 = what the budget leaves once the spine is
+  // placed; else at most this much, exactly this much when given by the user (refused, not
+  // lowered, when it does not fit).
+  double cache_gb = 0;
+  bool cache_gb_given = false;
   int threads = 0;         // 0: one per hardware thread
   std::string backend = "cpu";  // cpu, cuda, metal, or auto (CUDA or Metal when a device is present, else CPU)
   int64_t chunk = 64;      // positions per prefill pass
@@ -40,11 +46,20 @@ struct ModelSummary {
   int64_t vocab_size = 0;
   int64_t eos_token_id = -1;
   int64_t context_length = 0;   // max_position_embeddings; 0: not stated
-  uint64_t spine_bytes = 0;     // resident weights
+  uint64_t spine_bytes = 0;     // resident weights (streamed spine units not counted)
   uint64_t state_bytes_per_position = 0;  // KV/latent cache a position adds (with rewind snapshots)
   uint64_t planned_state_bytes = 0;       // KV cache and state for EngineOptions::positions
   uint64_t routed_expert_bytes = 0;       // every routed expert record (what a budget beyond it cannot use)
   int64_t moe_layers = 0;       // layers with routed experts
+  // The memory plan (decode/memory_plan.hpp): the budget and where it came from, the spine's
+  // resident and streamed bytes (from config.json) and the window streamed units pass through,
+  // the expert share, the smallest budget that runs, and what the engine holds beside another
+  // one in the process (footprint: its working memory without the runtime's floor).
+  uint64_t memory_budget = 0;
+  std::string memory_source;    // "--memory-gb", "MemAvailable less 5% headroom", ...
+  uint64_t spine_resident_bytes = 0, spine_streamed_bytes = 0, spine_window_bytes = 0;
+  uint64_t spine_units = 0, spine_units_streamed = 0;
+  uint64_t expert_budget_bytes = 0, working_bytes = 0, minimum_bytes = 0, footprint_bytes = 0;
 };
 
 struct DriveReport {
@@ -58,6 +73,7 @@ struct DriveReport {
 
 struct EngineStats {
   uint64_t expert_bytes_read = 0;   // demand + prefetch
+  uint64_t spine_bytes_read = 0;    // streamed spine units read (each once per pass)
   uint64_t expert_hits = 0;
   uint64_t expert_misses = 0;
   uint64_t peak_cache_bytes = 0;

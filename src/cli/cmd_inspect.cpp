@@ -1,5 +1,5 @@
 // `deltafin inspect -m DIR`: architecture, layer and expert counts, parameters by dtype, and the
-// routed-expert bytes one token reads. Reads headers only, never tensor data; a directory that
+// routed-expert bytes one token reads, and with --memory-gb the memory plan (inspect_plan.hpp). Reads headers only, never tensor data; a directory that
 // holds only config.json is described from the config alone.
 #include <fmt/format.h>
 
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/inspect_plan.hpp"
 #include "util/human_bytes.hpp"
 #include "model/family.hpp"
 
@@ -65,7 +66,7 @@ void print_sizes(const std::string& dir, const std::string& config_path, bool we
   print_tensors(*index, family.expert_table(config_path, *index), d.top_k, d.experts);
 }
 
-int inspect(const std::string& dir) {
+int inspect(const std::string& dir, const PlanFlags& plan) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   const Family& family = family_of(config_path);
   const bool weights = has_weights(dir);
@@ -73,6 +74,7 @@ int inspect(const std::string& dir) {
   const FamilyDescription d = family.describe(config_path);
   for (const std::string& line : d.lines) std::printf("%s\n", line.c_str());
   print_sizes(dir, config_path, weights, family, d);
+  print_memory_plan(d, plan);
   return 0;
 }
 
@@ -80,9 +82,13 @@ int inspect(const std::string& dir) {
 
 Command register_inspect(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
+  auto plan = std::make_shared<PlanFlags>();
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model directory (headers only; config.json alone works)");
   sub->add_option("-m,--model", *dir, "Model directory (default: the bundled model)");
-  return {sub, [dir] { return inspect(model_dir_or_default(*dir)); }};
+  sub->add_option("--memory-gb", plan->memory_gb, "Print the memory plan under this budget (GB): what is resident, what streams, bytes read per token");
+  sub->add_option("--drive-gbps", plan->drive_gbps, "The drives' read rates in GB/s (comma-separated): predicted tokens per second");
+  sub->add_option("--positions", plan->positions, "Positions whose KV cache and state the plan holds")->capture_default_str();
+  return {sub, [dir, plan] { return inspect(model_dir_or_default(*dir), *plan); }};
 }
 
 }  // namespace deltafin::cli

@@ -47,7 +47,7 @@ std::vector<int32_t> parse_token_list(const std::string& text, const char* flag)
 struct RunEngines {
   std::unique_ptr<Engine> target;
   std::unique_ptr<Drafter> drafter;
-  uint64_t draft_bytes = 0;  // the draft model's spine, expert share and planned state
+  uint64_t draft_bytes = 0;  // everything the draft model holds (its footprint)
 };
 RunEngines open_engines(const EngineOptions& engine, const std::string& draft_flag, const std::string& draft_model,
                         int max_k, const SamplerOptions& sampler, int64_t positions);

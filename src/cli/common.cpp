@@ -62,9 +62,12 @@ std::string model_dir_or_default(const std::string& given) {
 
 void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("-m,--model", options.model_dir, "Model directory (default: the bundled models/default)");
+  app.add_option("--memory-gb", options.memory_gb,
+                 "The one memory budget in GB: spine, expert cache, KV cache and state, draft model, working memory "
+                 "(default: the machine's free memory and cgroup room, less 5% headroom); a spine that does not fit streams");
   app.add_option_function<double>(
       "--cache-gb", [&options](double gb) { options.cache_gb = gb, options.cache_gb_given = true; },
-      "Byte budget of the routed-expert cache, in GB (default 4, lowered to what the machine has free)");
+      "The routed-expert share of --memory-gb, in GB (default: what the budget leaves once the spine is placed)");
   app.add_option("--threads", options.threads, "Worker threads (0: one per hardware thread)")->capture_default_str();
   app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();
   app.add_option("--backend", options.backend, "What runs the model: cpu, cuda, metal, or auto (CUDA or Metal when a device is present)")

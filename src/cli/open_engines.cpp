@@ -30,9 +30,9 @@ std::string drafter_kind(const EngineOptions& engine, const std::string& draft, 
 
 }  // namespace
 
-// A draft model (when asked) is opened first and takes a quarter of the one expert budget, at
-// most what all its experts take (a dense draft takes nothing); the target gets the rest, and the
-// draft's share and KV cache count against the memory it is compared with.
+// A draft model (when asked) is opened first and takes a quarter of the expert share (at most what
+// all its experts take; a dense draft takes nothing); the target gets the rest, and everything the
+// draft holds (spine, experts, KV cache, working memory) is part of the target's memory budget.
 RunEngines open_engines(const EngineOptions& engine, const std::string& draft_flag, const std::string& draft_model,
                         int max_k, const SamplerOptions& sampler, int64_t positions) {
   std::string dir;
@@ -45,16 +45,17 @@ RunEngines open_engines(const EngineOptions& engine, const std::string& draft_fl
     o.model_dir = dir;
     o.placement = "";
     o.positions = positions;
-    o.cache_gb = engine.cache_gb / 4, o.cache_gb_given = false;  // lowered, like a default, when memory is short
+    // A quarter of --cache-gb, or of 4 GB without it; lowered, like a default, when memory is short.
+    o.cache_gb = (engine.cache_gb_given ? engine.cache_gb : 4.0) / 4, o.cache_gb_given = false;
     draft = Engine::open(o);
     const uint64_t share = std::min(draft->stats().cache_budget_bytes, draft->summary().routed_expert_bytes);
-    target.cache_gb = std::max(0.0, engine.cache_gb - share / 1e9);
-    target.reserved_bytes = share + draft->summary().planned_state_bytes;
+    if (engine.cache_gb_given) target.cache_gb = std::max(0.0, engine.cache_gb - share / 1e9);
+    target.reserved_bytes = draft->summary().footprint_bytes;
   }
   RunEngines e;
   e.target = Engine::open(target);
   if (draft) {
-    e.draft_bytes = draft->summary().spine_bytes + target.reserved_bytes;
+    e.draft_bytes = target.reserved_bytes;
     if (draft->summary().vocab_size != e.target->summary().vocab_size)
       fail("--draft-model {}: its vocabulary ({} tokens) differs from the target's ({}); a draft must share the tokenizer",
            dir, draft->summary().vocab_size, e.target->summary().vocab_size);

@@ -1,6 +1,7 @@
 // The run receipt (--stats, to stderr) and its JSON twin (--stats-json FILE): speed of prefill
 // and decode, expert bytes (decode's separately: the storage cost of a token), cache hits, each
-// drive's bytes and rate while busy, peak memory against the budget, and the ids' hash.
+// drive's bytes and rate while busy, peak memory against the budget, the memory plan (--memory-gb:
+// what is resident, what streams) and the spine bytes streamed, and the ids' hash.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -70,6 +71,19 @@ void print_receipt(const Engine& engine, const RunReport& r) {
                "%.4f GB (%.1f KB a position) + rest\n",
                peak_rss_bytes() / kGB, engine.summary().spine_bytes / kGB, s.peak_cache_bytes / kGB,
                s.cache_budget_bytes / kGB, r.state_bytes / kGB, engine.summary().state_bytes_per_position / 1e3);
+  const ModelSummary& m = engine.summary();
+  std::fprintf(stderr,
+               "budget    %.4f GB (%s): spine %.4f GB resident + %.4f GB streamed (%" PRIu64 " of %" PRIu64
+               " units, window %.4f GB), experts %.4f GB, working %.4f GB; minimum %.4f GB\n",
+               m.memory_budget / kGB, m.memory_source.c_str(), m.spine_resident_bytes / kGB, m.spine_streamed_bytes / kGB,
+               m.spine_units_streamed, m.spine_units, m.spine_window_bytes / kGB, m.expert_budget_bytes / kGB,
+               m.working_bytes / kGB, m.minimum_bytes / kGB);
+  const uint64_t decode_spine = s.spine_bytes_read - r.at_decode_start.spine_bytes_read;
+  // A verify pass reads the streamed spine once for all its positions: per committed token it
+  // falls with acceptance.
+  std::fprintf(stderr, "spine     %.4f GB streamed in all; %.4f GB per decode pass, %.4f GB per committed token\n",
+               s.spine_bytes_read / kGB, decode_passes ? decode_spine / kGB / decode_passes : 0.0,
+               r.speculative.committed ? decode_spine / kGB / r.speculative.committed : 0.0);
   std::fprintf(stderr, "ids hash  %s (%zu ids)\n", ids_hash_text(r.generated).c_str(), r.generated.size());
 }
 
@@ -95,7 +109,9 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       "\"upload_bytes\": {}, \"decode_spine_seconds\": {:.6f}, \"decode_expert_seconds\": {:.6f}, "
       "\"decode_upload_seconds\": {:.6f}, \"decode_upload_bytes\": {}}},\n"
       "  \"memory\": {{\"peak_rss\": {}, \"spine\": {}, \"expert_peak\": {}, \"budget\": {}, \"state\": {}, "
-      "\"state_per_position\": {}}},\n"
+      "\"state_per_position\": {}, \"memory_budget\": {}, \"memory_source\": {}, \"spine_resident\": {}, "
+      "\"spine_streamed\": {}, \"spine_window\": {}, \"minimum\": {}}},\n"
+      "  \"spine\": {{\"bytes_read\": {}, \"decode_bytes_read\": {}}},\n"
       "  \"drives\": [{}\n  ],\n"
       "  \"speculative\": {{\"drafter\": {}, \"steps\": {}, \"verify_passes\": {}, \"drafted\": {}, \"accepted\": {}, "
       "\"committed\": {}, \"probes\": {}, \"draft_seconds\": {:.6f}, \"decode_expert_runs\": {}, \"moe_layers\": {}}},\n"
@@ -110,7 +126,10 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       s.device_expert_seconds - r.at_decode_start.device_expert_seconds,
       s.device_upload_seconds - r.at_decode_start.device_upload_seconds,
       s.device_upload_bytes - r.at_decode_start.device_upload_bytes, peak_rss_bytes(), engine.summary().spine_bytes,
-      s.peak_cache_bytes, s.cache_budget_bytes, r.state_bytes, engine.summary().state_bytes_per_position, drives, json_string(r.drafter), r.speculative.steps,
+      s.peak_cache_bytes, s.cache_budget_bytes, r.state_bytes, engine.summary().state_bytes_per_position,
+      engine.summary().memory_budget, json_string(engine.summary().memory_source), engine.summary().spine_resident_bytes,
+      engine.summary().spine_streamed_bytes, engine.summary().spine_window_bytes, engine.summary().minimum_bytes,
+      s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, drives, json_string(r.drafter), r.speculative.steps,
       r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
       r.speculative.probes, r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,
       engine.summary().moe_layers, ids_hash(r.generated), fmt::join(r.generated, ", "));

@@ -12,45 +12,55 @@
 #include "model/family.hpp"
 #include "util/error.hpp"
 #include "util/human_bytes.hpp"
-#include "util/memory_available.hpp"
 #include "weights/placement.hpp"
 
 namespace deltafin {
 
-// Every expert in a slot of the pool at once (slots: the largest record, 4 KiB-aligned).
-uint64_t all_experts_bytes(const ExpertReader& reader, const ExpertTable& experts) {
-  uint64_t largest = 0, records = 0;
+uint64_t expert_slot_bytes(const ExpertReader& reader, const ExpertTable& experts) {
+  uint64_t largest = 0;
   for (int64_t layer = 0; layer < experts.layers(); ++layer)
     if (experts.has(layer))
-      for (int64_t e = 0; e < experts.experts(); ++e) largest = std::max(largest, reader.buffer_bytes(layer, e)), ++records;
-  return records * round_up(largest, AlignedBuffer::kAlignment);
+      for (int64_t e = 0; e < experts.experts(); ++e) largest = std::max(largest, reader.buffer_bytes(layer, e));
+  return round_up(largest, AlignedBuffer::kAlignment);
 }
 
-// The expert budget: at most what every expert takes at once (more is never used). The spine,
-// the KV cache and state for the planned positions, a working reserve and what the caller holds
-// back for others (a draft model's expert share) must fit in what the machine (and its cgroup)
-// has free; a default budget is lowered to the rest, saying so; one the user gave is refused in
-// one line when it does not fit.
-uint64_t fitting_budget(const EngineOptions& o, const MemoryPlan& p) {
-  const uint64_t asked = std::min(static_cast<uint64_t>(o.cache_gb * 1e9), p.experts);
-  const auto avail = memory_available();
-  if (!avail) return asked;
-  // Activations and the runtime: a quarter of the spine, 32 MB to 256 MB.
-  const uint64_t reserve = std::clamp<uint64_t>(p.spine / 4, 32'000'000, 256'000'000);
-  const uint64_t fixed = p.spine + p.state + reserve + o.reserved_bytes;
-  std::string what = fmt::format("{}: the model's spine ({})", o.model_dir, human_bytes(p.spine));
-  if (p.state) what += fmt::format(", its KV cache and state for {} positions ({})", p.positions, human_bytes(p.state));
-  if (o.reserved_bytes) what += fmt::format(", the draft model's experts and cache ({})", human_bytes(o.reserved_bytes));
-  what += fmt::format(" and working memory ({})", human_bytes(reserve));
-  if (fixed > avail->bytes) fail("{} do not fit in the {} free ({})", what, human_bytes(avail->bytes), avail->source);
-  const uint64_t room = avail->bytes - fixed;
-  if (asked <= room) return asked;
-  if (o.cache_gb_given)
-    fail("--cache-gb {}: {} leave {} of the {} free ({}) for experts; at most --cache-gb {:.4g}", o.cache_gb, what,
-         human_bytes(room), human_bytes(avail->bytes), avail->source, room / 1e9);
-  spdlog::warn("expert budget lowered from {} to {}: {} take the rest of the {} free ({})", human_bytes(asked),
-               human_bytes(room), what, human_bytes(avail->bytes), avail->source);
-  return room;
+// Every expert in a slot of the pool at once.
+uint64_t all_experts_bytes(const ExpertReader& reader, const ExpertTable& experts) {
+  uint64_t records = 0;
+  for (int64_t layer = 0; layer < experts.layers(); ++layer) records += experts.has(layer) ? experts.experts() : 0;
+  return records * expert_slot_bytes(reader, experts);
+}
+
+// The memory plan of one engine under EngineOptions (memory_plan.hpp): the budget is --memory-gb,
+// else the machine's default; without either (no /proc) nothing is checked, the spine is resident
+// and the expert share is --cache-gb or 4 GB.
+BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, std::string& source) {
+  BudgetInput in;
+  in.units = spine_units(m.bytes);
+  in.state = m.state;
+  in.reserve = working_reserve(m.bytes.spine);
+  in.others = o.reserved_bytes;
+  in.expert_slot = m.expert_slot;
+  in.all_experts = m.all_experts;
+  in.routed_per_token = m.bytes.routed_per_token;
+  in.top_k = m.top_k;
+  if (o.cache_gb > 0 || o.cache_gb_given) in.expert_cap = static_cast<uint64_t>(o.cache_gb * 1e9);
+  in.cap_fixed = o.cache_gb_given;
+  std::optional<DefaultBudget> budget;
+  if (o.memory_gb > 0) budget = DefaultBudget{static_cast<uint64_t>(o.memory_gb * 1e9), "--memory-gb"};
+  else budget = default_memory_budget();
+  if (!budget) {
+    if (!in.expert_cap) in.expert_cap = 4'000'000'000;
+    in.budget = UINT64_MAX / 4;
+    source = "unchecked (the machine's free memory is unknown)";
+  } else {
+    in.budget = budget->bytes;
+    source = budget->source;
+  }
+  const std::string what = o.memory_gb > 0 ? fmt::format("{}: --memory-gb {}", o.model_dir, o.memory_gb)
+                                           : fmt::format("{}: the default memory budget of {} ({})", o.model_dir,
+                                                         human_bytes(in.budget), source);
+  return plan_budget(in, what);
 }
 
 // Warns about checkpoint tensors the config does not describe (a config with 5 layers for a
@@ -106,6 +116,8 @@ std::unique_ptr<Backend> open_backend(const EngineOptions& o) {
 std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
   if (!(options.cache_gb >= 0 && options.cache_gb <= 1e9))  // also NaN and inf
     fail("--cache-gb must be a number of GB >= 0 (got {})", options.cache_gb);
+  if (!(options.memory_gb >= 0 && options.memory_gb <= 1e9))
+    fail("--memory-gb must be a number of GB > 0 (got {})", options.memory_gb);
   if (options.threads < 0) fail("--threads must be >= 0 (0: one per hardware thread; got {})", options.threads);
   if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "metal" && options.backend != "auto")
     fail("--backend must be cpu, cuda, metal or auto (got '{}')", options.backend);

@@ -5,7 +5,8 @@
 //   kRecurrent                            whether State has a recurrent part (snapshots for rewinds)
 //   load(path), experts(index, config)    config.json, the routed-expert table
 //   new_state(model), state_bytes(state)  a fresh timeline state and its bytes
-//   name, vocab, eos, context, bytes      what the summary and the memory plan need of the config
+//   name, vocab, eos, context, bytes,
+//   top_k                                 what the summary and the memory plan need of the config
 // The model provides forward(state, tokens, n, start, logits, all_logits), spine_bytes(),
 // stats(), set_lookahead(bytes) and, when kRecurrent, save_recurrent/restore_recurrent.
 //
@@ -30,9 +31,11 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "decode/memory_plan.hpp"
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
 #include "model/routed_experts.hpp"
+#include "io/spine_stream.hpp"
 #include "util/error.hpp"
 #include "weights/expert_table.hpp"
 #include "weights/model_size.hpp"
@@ -40,18 +43,21 @@
 
 namespace deltafin {
 
-// What one engine keeps in memory besides its expert cache.
-struct MemoryPlan {
-  uint64_t spine = 0;
-  uint64_t state = 0;      // KV cache and state for `positions`
-  int64_t positions = 0;
-  uint64_t experts = 0;    // every routed expert record at once
+// What the memory plan of one engine is computed from.
+struct MemoryInputs {
+  ModelBytes bytes;          // from config.json
+  uint64_t state = 0;        // KV cache and state for the planned positions
+  uint64_t expert_slot = 0;  // one expert's buffer
+  uint64_t all_experts = 0;  // every routed expert record at once
+  int64_t top_k = 0;
 };
 
 // Every expert in a slot of the pool at once (slots: the largest record, 4 KiB-aligned).
 uint64_t all_experts_bytes(const ExpertReader& reader, const ExpertTable& experts);
-// The expert budget for `o` under plan `p` (engine.cpp says how it is fitted to free memory).
-uint64_t fitting_budget(const EngineOptions& o, const MemoryPlan& p);
+// One slot of the pool: the largest record, 4 KiB-aligned (0 without routed experts).
+uint64_t expert_slot_bytes(const ExpertReader& reader, const ExpertTable& experts);
+// The memory plan for `o` (engine.cpp says where the budget comes from); `source` names it.
+BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, std::string& source);
 // Warns about checkpoint tensors the config does not describe (layers past `layers` + `nextn`).
 void warn_unused_tensors(const WeightIndex& index, int64_t layers, int64_t nextn);
 // The expert reader of the placement (given, or next to the model) or of the shards; `source` says which.
@@ -63,7 +69,7 @@ std::unique_ptr<Backend> open_backend(const EngineOptions& o);
 template <class F>
 class ModelSession final : public Session {
  public:
-  static constexpr size_t kSnapshots = 4;  // recurrent state kept from before the last appends
+  static constexpr size_t kSnapshots = kRecurrentSnapshots;  // recurrent state kept from before the last appends
 
   ModelSession(typename F::Model& model, ExpertStore& store, int64_t chunk)
       : model_(model), store_(store), state_(F::new_state(model)), chunk_(chunk) {}
@@ -149,22 +155,31 @@ class ModelEngine final : public Engine {
         experts_(F::experts(*index_, config_)),
         backend_(open_backend(o)),
         reader_(open_reader(o, *index_, experts_, expert_source_)),
-        store_(*backend_, *index_, experts_, *reader_,
-               fitting_budget(o, {F::bytes(config_).spine, planned_state_bytes(config_, planned_positions(o, config_)),
-                                  planned_positions(o, config_), all_experts_bytes(*reader_, experts_)})),
-        model_(*index_, config_, *backend_, store_) {
+        plan_(plan_memory(o,
+                          {F::bytes(config_), planned_state_bytes(config_, planned_positions(o, config_)),
+                           expert_slot_bytes(*reader_, experts_), all_experts_bytes(*reader_, experts_), F::top_k(config_)},
+                          memory_source_)),
+        store_(*backend_, *index_, experts_, *reader_, plan_.experts),
+        stream_(plan_.spine_streamed ? std::make_unique<SpineStream>(*backend_, *index_, *reader_, plan_.resident, plan_.window_units)
+                                     : nullptr),
+        model_(*index_, config_, *backend_, store_, stream_.get()) {
     summary_.architecture = F::name(config_);
     summary_.backend = backend_->describe();
     summary_.vocab_size = F::vocab(config_);
     summary_.eos_token_id = F::eos(config_);
     summary_.context_length = F::context(config_);
-    summary_.spine_bytes = model_.spine_bytes();
+    summary_.spine_bytes = model_.spine_bytes() - (stream_ ? stream_->streamed_bytes() : 0);  // resident
     summary_.state_bytes_per_position = planned_state_bytes(config_, 1) - planned_state_bytes(config_, 0);
     summary_.planned_state_bytes = planned_state_bytes(config_, planned_positions(o, config_));
     summary_.routed_expert_bytes = store_.total_expert_bytes();
     for (int64_t l = 0; l < experts_.layers(); ++l) summary_.moe_layers += experts_.has(l) ? 1 : 0;
+    summarize_plan();
     if (o.lookahead) model_.set_lookahead(store_.budget_bytes() / 4);
     warn_unused_tensors(*index_, config_.num_hidden_layers, config_.num_nextn_predict_layers);
+  }
+
+  ~ModelEngine() override {
+    if (stream_) stream_->drain();  // spine reads in flight land in the model's buffers
   }
 
   const ModelSummary& summary() const override { return summary_; }
@@ -177,9 +192,7 @@ class ModelEngine final : public Engine {
   // The latent cache for `positions`, and the recurrent state once for the live state and (K3)
   // once per snapshot kept for rewinds.
   static uint64_t planned_state_bytes(const typename F::Config& c, int64_t positions) {
-    const ModelBytes b = F::bytes(c);
-    return static_cast<uint64_t>(positions) * b.kv_per_position +
-           b.recurrent_state * (1 + (F::kRecurrent ? ModelSession<F>::kSnapshots : 0));
+    return deltafin::planned_state_bytes(F::bytes(c), positions);
   }
 
   std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, store_, options_.chunk); }
@@ -189,6 +202,7 @@ class ModelEngine final : public Engine {
     const PassStats& p = model_.stats();
     EngineStats out;
     out.expert_bytes_read = s.bytes_read, out.expert_hits = s.hits, out.expert_misses = s.misses;
+    out.spine_bytes_read = stream_ ? stream_->bytes_read() : 0;
     out.peak_cache_bytes = s.peak_cached_bytes, out.cache_budget_bytes = store_.budget_bytes();
     out.passes = p.passes, out.positions = p.positions;
     out.expert_runs = p.expert_runs, out.expert_selections = p.expert_selections;
@@ -206,6 +220,24 @@ class ModelEngine final : public Engine {
     return out;
   }
 
+  // The plan's figures in the summary (what the receipt prints).
+  void summarize_plan() {
+    const ModelBytes b = F::bytes(config_);
+    summary_.memory_budget = plan_.budget;
+    summary_.memory_source = memory_source_;
+    summary_.spine_resident_bytes = plan_.spine_resident, summary_.spine_streamed_bytes = plan_.spine_streamed;
+    summary_.spine_window_bytes = plan_.window;
+    summary_.spine_units = plan_.resident.size();
+    summary_.spine_units_streamed = std::count(plan_.resident.begin(), plan_.resident.end(), false);
+    summary_.expert_budget_bytes = store_.budget_bytes();
+    summary_.working_bytes = working_reserve(b.spine);
+    summary_.minimum_bytes = plan_.minimum;
+    // What another engine of the process counts for this one: the runtime's share of working
+    // memory (the floor) is counted once, by that engine.
+    summary_.footprint_bytes = plan_.spine_resident + plan_.window + store_.budget_bytes() + summary_.planned_state_bytes +
+                               std::min(summary_.working_bytes, b.spine / 4);
+  }
+
   std::string usage_json() const override { return deltafin::usage_json(model_fingerprint(experts_), store_.usage()); }
 
  private:
@@ -216,7 +248,10 @@ class ModelEngine final : public Engine {
   std::unique_ptr<Backend> backend_;
   std::string expert_source_;
   std::unique_ptr<ExpertReader> reader_;
+  std::string memory_source_;
+  BudgetPlan plan_;
   ExpertStore store_;
+  std::unique_ptr<SpineStream> stream_;  // the streamed spine units (nullptr: all resident)
   typename F::Model model_;
   ModelSummary summary_;
 };

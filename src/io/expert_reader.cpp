@@ -41,7 +41,7 @@ std::string describe(std::exception_ptr error) {
 
 }  // namespace
 
-ExpertReader::~ExpertReader() { drives_.clear(); }  // joins the I/O threads before the files close
+ExpertReader::~ExpertReader() { drives_.clear(), shard_drive_.reset(); }  // joins the I/O threads before the files close
 
 std::unique_ptr<ExpertReader> ExpertReader::from_shards(const WeightIndex& index, const ExpertTable& experts,
                                                         const ReaderOptions& options) {
@@ -87,6 +87,7 @@ std::unique_ptr<ExpertReader> ExpertReader::from_placement(const PlacementManife
     }
     r->drives_.push_back(std::make_unique<DriveQueue>(manifest.drives[d], options.depth));
   }
+  r->shard_drive_ = std::make_unique<DriveQueue>(index.dir(), options.depth);
   for (const PlacedRecord& rec : manifest.records)
     for (const PlacementHolder& h : rec.holders)
       if (r->files_[h.drive] && unusable[h.drive].empty() &&
@@ -259,6 +260,35 @@ void ExpertReader::finish(const std::shared_ptr<Read>& read) {
   }
   if (!error && check) loc.verified->store(true, std::memory_order_relaxed);
   read->done(error);
+}
+
+// In pieces of piece_bytes, so that the I/O threads' bounce buffers (unaligned shard extents under
+// O_DIRECT) stay a piece each; `done` runs after the last piece, with the first error.
+void ExpertReader::read_shard(const ReadOnlyFile& file, uint64_t offset, uint64_t length, std::byte* dst, Done done) {
+  struct Pieces {
+    std::mutex mutex;
+    int remaining = 0;
+    std::exception_ptr error;
+    Done done;
+  };
+  auto pieces = std::make_shared<Pieces>();
+  pieces->done = std::move(done);
+  const uint64_t step = std::max<uint64_t>(options_.piece_bytes, 4096);
+  pieces->remaining = static_cast<int>(std::max<uint64_t>(1, (length + step - 1) / step));
+  DriveQueue& queue = placed_ ? *shard_drive_ : *drives_[0];
+  for (uint64_t begin = 0; begin < std::max<uint64_t>(length, 1); begin += step) {
+    ReadJob job;
+    job.file = &file, job.offset = offset + begin, job.length = std::min(step, length - begin), job.dst = dst + begin;
+    job.bypass = options_.bypass, job.urgent = false;
+    job.done = [pieces](std::exception_ptr e) {
+      std::unique_lock lock(pieces->mutex);
+      if (e && !pieces->error) pieces->error = e;
+      if (--pieces->remaining > 0) return;
+      lock.unlock();
+      pieces->done(pieces->error);
+    };
+    queue.submit(std::move(job));
+  }
 }
 
 std::vector<DriveStats> ExpertReader::drive_stats() const {

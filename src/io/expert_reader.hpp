@@ -58,6 +58,11 @@ class ExpertReader {
   // urgent: a demand read (served before prefetch reads).
   void read(int64_t layer, int64_t expert, std::byte* dst, bool urgent, Done done);
 
+  // Reads `length` bytes of a checkpoint shard at `offset` into dst at low priority, around the page
+  // cache (the streamed spine, io/spine_stream.hpp): on the shards' drive queue, or with a
+  // placement on a queue of the model directory's own. `done` runs once, on an I/O thread.
+  void read_shard(const ReadOnlyFile& file, uint64_t offset, uint64_t length, std::byte* dst, Done done);
+
   std::vector<DriveStats> drive_stats() const;
   bool placed() const { return placed_; }
 
@@ -93,6 +98,7 @@ class ExpertReader {
   bool placed_ = false;
   std::vector<std::unique_ptr<ReadOnlyFile>> files_;
   std::vector<std::unique_ptr<DriveQueue>> drives_;
+  std::unique_ptr<DriveQueue> shard_drive_;  // with a placement: the model directory's queue (spine reads)
   std::vector<std::vector<Location>> locations_;  // [layer][expert]
 };
 

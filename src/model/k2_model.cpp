@@ -28,23 +28,27 @@ ExpertTable k2_expert_table(const WeightIndex& index, const ModelConfig& c) {
         {c.hidden_size, c.moe_intermediate_size}}});
 }
 
-K2Model::K2Model(const WeightIndex& index, const ModelConfig& config, Backend& backend, ExpertStore& experts)
-    : config_(config), backend_(backend), experts_(experts), scratch_(backend) {
+K2Model::K2Model(const WeightIndex& index, const ModelConfig& config, Backend& backend, ExpertStore& experts,
+                 SpineStream* stream)
+    : config_(config), backend_(backend), experts_(experts), scratch_(backend), stream_(stream) {
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size;
-  SpineLoader load(backend, index);
+  SpineLoader load(backend, index, stream);
   const Rope rope(c);
   inv_freq_ = load.upload(rope.inv_freq());
   mla_ = {{c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank, c.softmax_scale()},
           h, c.q_lora_rank, kMlaNormEps, false, &inv_freq_.tensor, rope.attention_factor()};
   router_spec_ = {c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor};
+  load.begin_unit(0);
   embed_ = load.matrix("model.embed_tokens", c.vocab_size, h);
+  load.begin_unit(c.num_hidden_layers + 1);
   lm_head_ = load.matrix(c.tie_word_embeddings && !index.find("lm_head.weight") ? "model.embed_tokens" : "lm_head", c.vocab_size, h);
   final_norm_ = load.vector("model.norm.weight", h);
   layers_.resize(c.num_hidden_layers);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     Layer& L = layers_[l];
     const std::string p = fmt::format("model.layers.{}.", l);
+    load.begin_unit(l + 1);
     L.input_norm = load.vector(p + "input_layernorm.weight", h);
     L.post_attention_norm = load.vector(p + "post_attention_layernorm.weight", h);
     L.attn = load_mla(load, p + "self_attn.", mla_);
@@ -69,7 +73,8 @@ LatentKvCache K2Model::new_cache() const {
 void K2Model::moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& out) {
   const ModelConfig& c = config_;
   const Layer& L = layers_[layer];
-  const bool next_moe = layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe;
+  // The next layer's router guesses only when it is resident (a streamed one is still being read).
+  const bool next_moe = layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe && !(stream_ && stream_->streamed(layer + 2));
   const RouterWeights next = next_moe ? router(layer + 1) : RouterWeights{};
   const Routing routing = route_and_request(backend_, scratch_, experts_, router_spec_, router(layer), layer, x, start, stats_,
                                             lookahead_, next_moe ? &next : nullptr);
@@ -97,8 +102,10 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
   };
   const Tensor ids = upload_tokens(backend_, scratch_, tokens, n, c.vocab_size);
   const Tensor x = scratch_.take(n, h), normed = scratch_.take(n, h), delta = scratch_.take(n, h);  // [n, hidden]
+  if (stream_) stream_->enter(0);
   backend_.embed(embed_.weight, ids, x);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (stream_) stream_->enter(l + 1);
     observe(l, x);
     const Layer& L = layers_[l];
     const Scratch::Mark frame = scratch_.mark();
@@ -111,6 +118,7 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
     backend_.add(x, delta, x);
     scratch_.release(frame);
   }
+  if (stream_) stream_->enter(c.num_hidden_layers + 1);
   backend_.rmsnorm(x, final_norm_.tensor, c.rms_norm_eps, normed);
   observe(c.num_hidden_layers, normed);
   project_logits(backend_, scratch_, lm_head_.weight, normed, all_logits, logits);
@@ -136,6 +144,7 @@ struct K2Traits {
   static int64_t eos(const Config& c) { return c.eos_token_id; }
   static int64_t context(const Config& c) { return c.max_position_embeddings; }
   static ModelBytes bytes(const Config& c) { return k2_bytes_from_config(c); }
+  static int64_t top_k(const Config& c) { return c.num_experts_per_tok; }
 };
 
 FamilyDescription describe_k2(const std::string& path) {

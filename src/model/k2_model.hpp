@@ -37,7 +37,9 @@ ExpertTable k2_expert_table(const WeightIndex& index, const ModelConfig& config)
 
 class K2Model {
  public:
-  K2Model(const WeightIndex& index, const ModelConfig& config, Backend& backend, ExpertStore& experts);
+  // stream: the spine's streamed units (nullptr: all resident).
+  K2Model(const WeightIndex& index, const ModelConfig& config, Backend& backend, ExpertStore& experts,
+          SpineStream* stream = nullptr);
 
   const ModelConfig& config() const { return config_; }
   uint64_t spine_bytes() const { return spine_bytes_; }
@@ -78,6 +80,7 @@ class K2Model {
   std::vector<Layer> layers_;
   PassStats stats_;
   Lookahead lookahead_;
+  SpineStream* stream_ = nullptr;
 };
 
 }  // namespace deltafin

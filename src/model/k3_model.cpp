@@ -69,11 +69,12 @@ void K3Model::load_moe(SpineLoader& load, const std::string& p, Moe& w) {
   if (c.num_shared_experts > 0) w.shared = load_mlp(load, p + "shared_experts.", c.moe_intermediate_size * c.num_shared_experts, h);
 }
 
-K3Model::K3Model(const WeightIndex& index, const K3Config& config, Backend& backend, ExpertStore& experts)
-    : config_(config), backend_(backend), experts_(experts), scratch_(backend) {
+K3Model::K3Model(const WeightIndex& index, const K3Config& config, Backend& backend, ExpertStore& experts,
+                 SpineStream* stream)
+    : config_(config), backend_(backend), experts_(experts), scratch_(backend), stream_(stream) {
   const K3Config& c = config_;
   const int64_t h = c.hidden_size, qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
-  SpineLoader load(backend, index);
+  SpineLoader load(backend, index, stream);
   // No RoPE: the "rope" dims are a shared, unrotated key part.
   mla_ = {{c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank,
            1.0f / std::sqrt(static_cast<float>(qk))},
@@ -81,7 +82,9 @@ K3Model::K3Model(const WeightIndex& index, const K3Config& config, Backend& back
   router_spec_ = {c.num_experts, c.num_experts_per_token, 1, 1, c.renormalize && c.num_experts_per_token > 1,
                   c.routed_scaling_factor};
   situ_ = {GatedActivation::kSiTU, c.situ_beta, c.situ_linear_beta};
+  load.begin_unit(0);
   embed_ = load.matrix("model.embed_tokens", c.vocab_size, h);
+  load.begin_unit(c.num_hidden_layers + 1);
   lm_head_ = load.matrix(c.tie_word_embeddings && !index.find("lm_head.weight") ? "model.embed_tokens" : "lm_head", c.vocab_size, h);
   final_norm_ = load.vector("model.norm.weight", h);
   output_res_query_ = res_query(load, "model.output_attn_res");
@@ -90,6 +93,7 @@ K3Model::K3Model(const WeightIndex& index, const K3Config& config, Backend& back
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     Layer& L = layers_[l];
     const std::string p = fmt::format("model.layers.{}.", l);
+    load.begin_unit(l + 1);
     L.input_norm = load.vector(p + "input_layernorm.weight", h);
     L.post_attention_norm = load.vector(p + "post_attention_layernorm.weight", h);
     L.attn_res_query = res_query(load, p + "self_attention_res");
@@ -165,7 +169,8 @@ void K3Model::moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& o
   const Moe& w = layers_[layer].moe_weights;
   const int64_t n = x.rows, h = c.hidden_size, lat = c.latent_size;
   const Tensor z = scratch_.take(n, lat), routed = scratch_.take(n, lat), up = scratch_.take(n, h);
-  const bool next_moe = layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe;
+  // The next layer's router guesses only when it is resident (a streamed one is still being read).
+  const bool next_moe = layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe && !(stream_ && stream_->streamed(layer + 2));
   const RouterWeights next = next_moe ? router(layer + 1) : RouterWeights{};
   const Routing routing = route_and_request(backend_, scratch_, experts_, router_spec_, router(layer), layer, x, start, stats_,
                                             lookahead_, next_moe ? &next : nullptr);
@@ -207,9 +212,11 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   size_t sealed = 0;
   const Tensor partial = scratch_.take(n, h), mixed = scratch_.take(n, h), normed = scratch_.take(n, h),
                delta = scratch_.take(n, h);  // [n, hidden]
+  if (stream_) stream_->enter(0);
   backend_.embed(embed_.weight, ids, partial);
   observe(0, partial);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (stream_) stream_->enter(l + 1);
     const Layer& L = layers_[l];
     const Scratch::Mark frame = scratch_.mark();
     // 1. The attention input: a mix over the snapshots and the running sum (layer 0: the embedding).
@@ -233,6 +240,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
     observe(l + 1, partial);
     scratch_.release(frame);
   }
+  if (stream_) stream_->enter(c.num_hidden_layers + 1);
   mix(blocks, sealed, partial, output_res_query_.tensor, mixed);
   observe(c.num_hidden_layers + 1, mixed);
   backend_.rmsnorm(mixed, final_norm_.tensor, c.rms_norm_eps, normed);
@@ -260,6 +268,7 @@ struct K3Traits {
   static int64_t eos(const Config& c) { return c.eos_token_id; }
   static int64_t context(const Config& c) { return c.max_position_embeddings; }
   static ModelBytes bytes(const Config& c) { return k3_bytes_from_config(c); }
+  static int64_t top_k(const Config& c) { return c.num_experts_per_token; }
 };
 
 FamilyDescription describe_k3(const std::string& path) {

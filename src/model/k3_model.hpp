@@ -48,7 +48,9 @@ using K3Observer = std::function<void(int64_t row, const float* hidden, int64_t 
 
 class K3Model {
  public:
-  K3Model(const WeightIndex& index, const K3Config& config, Backend& backend, ExpertStore& experts);
+  // stream: the spine's streamed units (nullptr: all resident).
+  K3Model(const WeightIndex& index, const K3Config& config, Backend& backend, ExpertStore& experts,
+          SpineStream* stream = nullptr);
 
   const K3Config& config() const { return config_; }
   uint64_t spine_bytes() const { return spine_bytes_; }
@@ -115,6 +117,7 @@ class K3Model {
   std::vector<Layer> layers_;
   PassStats stats_;
   Lookahead lookahead_;
+  SpineStream* stream_ = nullptr;
 };
 
 }  // namespace deltafin

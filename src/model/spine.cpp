@@ -50,6 +50,7 @@ std::unique_ptr<Buffer> SpineLoader::commit(Staged s) {
 // Checked for NaN and Inf on the host, before upload.
 SpineMatrix SpineLoader::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const MatrixRef ref = index_.matrix(name, rows, cols);
+  if (stream_ && stream_->streamed(unit_)) return streamed(ref);
   Staged data = stage(ref.weight), scales;
   if (ref.scale.info) scales = stage(ref.scale);
   require_finite(WeightView{ref.format, data.host, rows, cols, scales.host}, ref.weight.info->name,
@@ -61,6 +62,21 @@ SpineMatrix SpineLoader::matrix(const std::string& name, int64_t rows, int64_t c
     m.scales = commit(std::move(scales));
     m.weight.scales = m.scales.get();
   }
+  return m;
+}
+
+// Buffers only: the stream reads the bytes each pass (and checks them on the first).
+SpineMatrix SpineLoader::streamed(const MatrixRef& ref) {
+  SpineMatrix m;
+  try {
+    m.data = backend_.allocate(ref.weight.info->nbytes);
+    if (ref.scale.info) m.scales = backend_.allocate(ref.scale.info->nbytes);
+  } catch (const std::bad_alloc&) {
+    out_of_memory(*ref.weight.info);
+  }
+  m.weight = {ref.format, ref.rows, ref.cols, m.data.get(), 0, m.scales.get(), 0};
+  stream_->add(unit_, ref, m.data.get(), m.scales.get());
+  bytes_ += m.bytes();
   return m;
 }
 

@@ -1,7 +1,9 @@
 // Resident ("spine") weights: everything but the routed experts, read once at load in their
 // stored formats into backend buffers (straight into them where the host can write them).
-// Every tensor is checked for NaN and Inf as it loads. Norm weights, the router's correction
-// bias and K3's small parameters are widened to fp32 vectors.
+// Every tensor is checked for NaN and Inf as it loads. With a SpineStream, the matrices of a
+// streamed unit (begin_unit) get their buffers but are read every pass instead
+// (io/spine_stream.hpp). Norm weights, the router's correction bias and K3's small parameters are
+// widened to fp32 vectors.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 
 #include "backend/backend.hpp"
 #include "io/aligned_buffer.hpp"
+#include "io/spine_stream.hpp"
 #include "weights/weight_index.hpp"
 
 namespace deltafin {
@@ -29,7 +32,12 @@ struct SpineVector {
 // Loads a model's spine into one backend, counting the bytes it holds.
 class SpineLoader {
  public:
-  SpineLoader(Backend& backend, const WeightIndex& index) : backend_(backend), index_(index) {}
+  SpineLoader(Backend& backend, const WeightIndex& index, SpineStream* stream = nullptr)
+      : backend_(backend), index_(index), stream_(stream) {}
+
+  // The unit (memory_plan.hpp: 0 the embedding, l + 1 layer l, layers + 1 the head) whose
+  // tensors load next.
+  void begin_unit(int64_t unit) { unit_ = unit; }
 
   // `name` [rows, cols] (".weight" and scales added as the format needs); throws naming file
   // and tensor when absent or inconsistent.
@@ -53,10 +61,13 @@ class SpineLoader {
     const std::byte* host = nullptr;
   };
   Staged stage(const TensorRef& ref);
+  SpineMatrix streamed(const MatrixRef& ref);
   std::unique_ptr<Buffer> commit(Staged staged);
 
   Backend& backend_;
   const WeightIndex& index_;
+  SpineStream* stream_;
+  int64_t unit_ = -1;
   uint64_t bytes_ = 0;
 };
 

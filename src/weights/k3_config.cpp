@@ -138,9 +138,12 @@ ModelBytes k3_bytes_from_config(const K3Config& c) {
   ModelBytes b;
   uint64_t params = c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) + 3 * h;  // + final norm, output AttnRes
   uint64_t spine = 2 * params;
+  b.spine_embed = stored::bf16(c.vocab_size, h);
+  b.spine_head = spine - b.spine_embed;
   auto add = [&](uint64_t rows, uint64_t cols) { spine += stored::bf16(rows, cols); params += rows * cols; };
   auto add_f32 = [&](uint64_t n) { spine += 4 * n; params += n; };
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const uint64_t before = spine;
     add(6, h);  // input/post norms, two AttnRes norms and projections
     if (!c.is_mla[l]) {
       for (int i = 0; i < 4; ++i) add(p, h);  // q, k, v, g
@@ -161,6 +164,7 @@ ModelBytes k3_bytes_from_config(const K3Config& c) {
     if (!c.is_moe_layer(l)) {
       add(2 * c.intermediate_size, h);
       add(h, c.intermediate_size);
+      b.spine_layers.push_back(spine - before);
       continue;
     }
     const uint64_t shared = c.moe_intermediate_size * c.num_shared_experts, lat = c.latent_size;
@@ -178,6 +182,7 @@ ModelBytes k3_bytes_from_config(const K3Config& c) {
     b.routed += c.num_experts * expert;
     b.routed_per_token += c.num_experts_per_token * expert;
     params += c.num_experts * 3 * inter * lat;
+    b.spine_layers.push_back(spine - before);
   }
   b.spine = spine;
   b.parameters = params;

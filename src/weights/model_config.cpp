@@ -199,6 +199,8 @@ ModelBytes k2_bytes_from_config(const ModelConfig& c) {
   auto linear = [&](uint64_t rows, uint64_t cols) { return c.fp8_block_quantized ? stored::block_fp8(rows, cols) : stored::bf16(rows, cols); };
   ModelBytes b;
   b.spine = stored::bf16(c.vocab_size, h) * (c.tie_word_embeddings ? 1 : 2) + 2 * h;
+  b.spine_embed = stored::bf16(c.vocab_size, h);
+  b.spine_head = b.spine - b.spine_embed;
   b.parameters = c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) + h;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     uint64_t attn = 0, params = 0;
@@ -236,6 +238,7 @@ ModelBytes k2_bytes_from_config(const ModelConfig& c) {
       params += c.n_routed_experts * 3 * inter * h;
     }
     b.spine += attn;
+    b.spine_layers.push_back(attn);
     b.parameters += params;
   }
   b.kv_per_position = static_cast<uint64_t>(c.num_hidden_layers) * (c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);

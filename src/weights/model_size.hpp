@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace deltafin {
 
@@ -18,6 +19,12 @@ struct ModelBytes {
   // a position adds, and the fixed recurrent state (K3's KDA states and convolution windows).
   uint64_t kv_per_position = 0;
   uint64_t recurrent_state = 0;
+  // The spine in the order a pass first uses it (the memory plan's units, decode/memory_plan.hpp):
+  // the embedding table, each layer's weights, then the head (final norm(s) and lm_head); their
+  // sum is `spine`.
+  uint64_t spine_embed = 0;
+  std::vector<uint64_t> spine_layers;  // [num_hidden_layers]
+  uint64_t spine_head = 0;
 };
 
 // Stored bytes of a [rows, cols] matrix in each format (weights/dtype.hpp, cpu/weight_view.hpp).

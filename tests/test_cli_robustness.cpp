@@ -213,7 +213,7 @@ TEST_CASE("an eos_token_id outside the vocabulary is refused", "[bad-input]") {
 // free; DELTAFIN_MEMORY_GB stands in for that figure here (without headroom). The bundled model:
 // spine 9.8 MB, all its experts 17.7 MB, working memory 32 MB; its dense draft holds 10.3 MB
 // beside it (spine 8.2 MB).
-TEST_CASE("a budget below the minimum working set, or a --cache-gb that does not fit, is refused; a default budget is shared", "[bad-input]") {
+TEST_CASE("a budget below the minimum working set, or a --cache-gb that does not fit, is refused, and a default budget is shared", "[bad-input]") {
   const std::string simd = "DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " ";
   const auto run = [&](const std::string& env, const std::string& args) {
     return run_command(env + " " + simd + deltafin::test::binary() + " " + args);

@@ -119,7 +119,7 @@ TEST_CASE("a streamed spine gives bit-identical logits whatever the budget", "[m
   }
 }
 
-TEST_CASE("greedy ids of the bundled model agree between a resident and a streamed spine; the receipt shows the reads",
+TEST_CASE("greedy ids of the bundled model agree between a resident and a streamed spine, and the receipt shows the reads",
           "[memory-budget][exactness]") {
   const std::string base = "run -p 'The streaming spine' -n 12 --temp 0 --ids --draft off --ignore-eos";
   const auto resident = test::run_deltafin(base);

@@ -341,11 +341,11 @@ TEST_CASE("cuda backend: matmul and routed_experts rows are batch invariant acro
 
 namespace {
 
-// Element [r, c] of an MXFP4 test matrix, exactly.
-double mxfp4_at(const TestMatrix& m, int64_t r, int64_t c) {
-  const uint8_t byte = m.u8[(r * m.cols + c) / 2];
-  const double scale = cpu::e8m0_to_f32(m.scales_u8[r * (m.cols / 32) + c / 32]);
-  return cpu::e2m1_to_f32(c % 2 ? byte >> 4 : byte & 15) * scale;
+// A test matrix's elements, dequantized (exactly: an E2M1 code times a power of two is a float).
+std::vector<float> dequantized(const TestMatrix& m) {
+  std::vector<float> w(m.rows * m.cols);
+  for (int64_t r = 0; r < m.rows; ++r) cpu::dequantize_row(m.view(), r, w.data() + r * m.cols);
+  return w;
 }
 
 }  // namespace
@@ -355,7 +355,7 @@ TEST_CASE("cuda backend: MXFP4 experts are as close to the exact sums as the CPU
   if (!b) return;
   Device on{*b, {}};
   std::mt19937 rng(41);
-  // 111 groups a row (not a multiple of 4: the scale rows are not 4-byte aligned), 3 positions.
+  // 111 groups a row, 3 positions.
   const int64_t n = 3, k = 2, in = 3552, width = 192;
   std::vector<Expert> host;
   for (int e = 0; e < 3; ++e) host.push_back(random_expert(WeightFormat::MXFP4, width, in, rng));
@@ -373,19 +373,22 @@ TEST_CASE("cuda backend: MXFP4 experts are as close to the exact sums as the CPU
                     width, GatedActivation{}, out);
   const std::vector<float> got = on.get(out);
   // The definition in double (the activations rounded to float, as both backends hold them).
+  std::vector<std::array<std::vector<float>, 3>> dense;
+  for (const Expert& e : host) dense.push_back({dequantized(e[0]), dequantized(e[1]), dequantized(e[2])});
   std::vector<float> exact(n * in, 0.0f);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < k; ++j) {
-      const Expert& m = host[ids[t * k + j]];
+      const std::vector<float>* m = dense[ids[t * k + j]].data();  // gate [width, in], up [width, in], down [in, width]
       std::vector<float> h(width);
       for (int64_t r = 0; r < width; ++r) {
         double g = 0, u = 0;
-        for (int64_t c = 0; c < in; ++c) g += mxfp4_at(m[0], r, c) * x[t * in + c], u += mxfp4_at(m[1], r, c) * x[t * in + c];
+        for (int64_t c = 0; c < in; ++c)
+          g += double{m[0][r * in + c]} * x[t * in + c], u += double{m[1][r * in + c]} * x[t * in + c];
         h[r] = static_cast<float>(g / (1 + std::exp(-g)) * u);
       }
       for (int64_t r = 0; r < in; ++r) {
         double y = 0;
-        for (int64_t c = 0; c < width; ++c) y += mxfp4_at(m[2], r, c) * h[c];
+        for (int64_t c = 0; c < width; ++c) y += double{m[2][r * width + c]} * h[c];
         exact[t * in + r] += static_cast<float>(weights[t * k + j] * y);
       }
     }

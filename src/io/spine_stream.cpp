@@ -41,6 +41,7 @@ void SpineStream::add(int64_t unit, const MatrixRef& ref, Buffer* data, Buffer* 
          "give a larger --memory-gb",
          backend_.name());
   units_[unit].matrices.push_back({ref, data, scales});
+  units_[unit].bytes += ref.bytes();
   streamed_bytes_ += ref.bytes();
 }
 
@@ -83,11 +84,7 @@ void SpineStream::wait(int64_t unit) {
     std::unique_lock lock(mutex_);
     landed_.wait(lock, [&] { return u.loaded; });
     if (u.error) std::rethrow_exception(u.error);
-    bytes_read_ += [&] {
-      uint64_t b = 0;
-      for (const Matrix& m : u.matrices) b += m.ref.bytes();
-      return b;
-    }();
+    bytes_read_ += u.bytes;
   }
   if (u.checked) return;
   for (const Matrix& m : u.matrices)

@@ -54,6 +54,7 @@ class SpineStream {
   };
   struct Unit {
     std::vector<Matrix> matrices;
+    uint64_t bytes = 0;     // of its matrices, read each turn
     bool checked = false;   // NaN/Inf checked after its first read
     int pending = 0;        // reads in flight
     bool loaded = false;    // every read landed

@@ -23,6 +23,13 @@ void metric(std::string& out, const char* name, const char* type, const char* he
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
+// A metric with one unlabelled sample.
+template <class T>
+void single(std::string& out, const char* name, const char* type, const char* help, const T& value) {
+  metric(out, name, type, help);
+  out += fmt::format("{} {}\n", name, value);
+}
+
 }  // namespace
 
 void Metrics::count_request(const std::string& endpoint, int status) {
@@ -54,29 +61,24 @@ std::string Metrics::render(bool running, int queue_waiting, uint64_t memory_bud
   metric(out, "deltafin_requests_total", "counter", "HTTP requests by endpoint and status");
   for (const auto& [key, n] : requests_)
     out += fmt::format("deltafin_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", label(key.first), key.second, n);
-  metric(out, "deltafin_generations_total", "counter", "Generations run (cancelled ones included)");
-  out += fmt::format("deltafin_generations_total {}\n", generations_);
-  metric(out, "deltafin_generations_cancelled_total", "counter", "Generations stopped by a disconnect or shutdown");
-  out += fmt::format("deltafin_generations_cancelled_total {}\n", cancelled_);
-  metric(out, "deltafin_prompt_tokens_total", "counter", "Prompt tokens of all generations");
-  out += fmt::format("deltafin_prompt_tokens_total {}\n", prompt_tokens_);
-  metric(out, "deltafin_prompt_tokens_reused_total", "counter", "Prompt tokens kept from the previous request's session");
-  out += fmt::format("deltafin_prompt_tokens_reused_total {}\n", reused_tokens_);
-  metric(out, "deltafin_completion_tokens_total", "counter", "Generated tokens");
-  out += fmt::format("deltafin_completion_tokens_total {}\n", completion_tokens_);
-  metric(out, "deltafin_decode_tokens_per_second", "gauge", "Decode speed of the last generation");
-  out += fmt::format("deltafin_decode_tokens_per_second {:.3f}\n", last_decode_tokens_per_second_);
-  metric(out, "deltafin_first_token_seconds", "gauge", "Time to first token of the last generation");
-  out += fmt::format("deltafin_first_token_seconds {:.6f}\n", last_first_token_seconds_);
-  metric(out, "deltafin_generation_running", "gauge", "1 while a generation holds the engine");
-  out += fmt::format("deltafin_generation_running {}\n", running ? 1 : 0);
-  metric(out, "deltafin_queue_waiting", "gauge", "Requests waiting for the engine");
-  out += fmt::format("deltafin_queue_waiting {}\n", queue_waiting);
-  metric(out, "deltafin_expert_bytes_read_total", "counter", "Routed-expert bytes read from storage");
-  out += fmt::format("deltafin_expert_bytes_read_total {}\n", engine_.expert_bytes_read);
+  single(out, "deltafin_generations_total", "counter", "Generations run (cancelled ones included)", generations_);
+  single(out, "deltafin_generations_cancelled_total", "counter", "Generations stopped by a disconnect or shutdown",
+         cancelled_);
+  single(out, "deltafin_prompt_tokens_total", "counter", "Prompt tokens of all generations", prompt_tokens_);
+  single(out, "deltafin_prompt_tokens_reused_total", "counter", "Prompt tokens kept from the previous request's session",
+         reused_tokens_);
+  single(out, "deltafin_completion_tokens_total", "counter", "Generated tokens", completion_tokens_);
+  single(out, "deltafin_decode_tokens_per_second", "gauge", "Decode speed of the last generation",
+         fmt::format("{:.3f}", last_decode_tokens_per_second_));
+  single(out, "deltafin_first_token_seconds", "gauge", "Time to first token of the last generation",
+         fmt::format("{:.6f}", last_first_token_seconds_));
+  single(out, "deltafin_generation_running", "gauge", "1 while a generation holds the engine", running ? 1 : 0);
+  single(out, "deltafin_queue_waiting", "gauge", "Requests waiting for the engine", queue_waiting);
+  single(out, "deltafin_expert_bytes_read_total", "counter", "Routed-expert bytes read from storage",
+         engine_.expert_bytes_read);
   const uint64_t lookups = engine_.expert_hits + engine_.expert_misses;
-  metric(out, "deltafin_expert_cache_hit_ratio", "gauge", "Expert cache hits over lookups");
-  out += fmt::format("deltafin_expert_cache_hit_ratio {:.6f}\n", lookups ? static_cast<double>(engine_.expert_hits) / lookups : 0.0);
+  single(out, "deltafin_expert_cache_hit_ratio", "gauge", "Expert cache hits over lookups",
+         fmt::format("{:.6f}", lookups ? static_cast<double>(engine_.expert_hits) / lookups : 0.0));
   metric(out, "deltafin_drive_read_bytes_total", "counter", "Bytes read per drive");
   for (const DriveReport& d : engine_.drives)
     out += fmt::format("deltafin_drive_read_bytes_total{{drive=\"{}\"}} {}\n", label(d.path), d.bytes);
@@ -84,12 +86,10 @@ std::string Metrics::render(bool running, int queue_waiting, uint64_t memory_bud
   for (const DriveReport& d : engine_.drives)
     out += fmt::format("deltafin_drive_gigabytes_per_second{{drive=\"{}\"}} {:.4f}\n", label(d.path),
                        d.busy_seconds > 0 ? d.bytes / 1e9 / d.busy_seconds : 0.0);
-  metric(out, "deltafin_state_bytes", "gauge", "KV cache and recurrent state of the kept session");
-  out += fmt::format("deltafin_state_bytes {}\n", state_bytes_);
-  metric(out, "deltafin_memory_peak_rss_bytes", "gauge", "Peak resident memory of the server");
-  out += fmt::format("deltafin_memory_peak_rss_bytes {}\n", peak_rss_bytes());
-  metric(out, "deltafin_memory_budget_bytes", "gauge", "Spine + expert budget + planned state + runtime allowance");
-  out += fmt::format("deltafin_memory_budget_bytes {}\n", memory_budget);
+  single(out, "deltafin_state_bytes", "gauge", "KV cache and recurrent state of the kept session", state_bytes_);
+  single(out, "deltafin_memory_peak_rss_bytes", "gauge", "Peak resident memory of the server", peak_rss_bytes());
+  single(out, "deltafin_memory_budget_bytes", "gauge", "Spine + expert budget + planned state + runtime allowance",
+         memory_budget);
   return out;
 }
 

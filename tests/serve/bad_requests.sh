@@ -55,6 +55,9 @@ until_metric() {
 # The error object names the field at fault.
 error_names() { json_is "$1" "j['error']['param'] == $2 and j['error']['type'] and j['error']['message']"; }
 
+# refused NAME STATUS PATH BODY PARAM: a POST answered with STATUS and an error naming PARAM.
+refused() { request "$1" "$2" POST "$3" "$4"; error_names "$1" "$5"; }
+
 start_server --api-key sekret --queue 0 --max-body-mb 0.01 --ctx-size 4096
 chat='"model": "default", "messages": [{"role": "user", "content": "def f():"}]'
 
@@ -71,34 +74,20 @@ json_is models "j['data'][0]['id'] == 'default'"
 request malformed 400 POST /v1/chat/completions '{"messages": [}'
 json_is malformed "'not valid JSON' in j['error']['message'] and j['error']['param'] is None"
 request not_object 400 POST /v1/chat/completions '[1, 2]'
-request no_messages 400 POST /v1/chat/completions '{"model": "default"}'
-error_names no_messages "'messages'"
-request messages_type 400 POST /v1/chat/completions '{"messages": "hi"}'
-error_names messages_type "'messages'"
-request role 400 POST /v1/chat/completions '{"messages": [{"role": "wizard", "content": "hi"}]}'
-error_names role "'messages[0].role'"
-request content_type 400 POST /v1/chat/completions '{"messages": [{"role": "user", "content": 7}]}'
-error_names content_type "'messages[0].content'"
-request temperature 400 POST /v1/chat/completions "{$chat, \"temperature\": \"hot\"}"
-error_names temperature "'temperature'"
-request top_p 400 POST /v1/chat/completions "{$chat, \"top_p\": 1.5}"
-error_names top_p "'top_p'"
-request max_tokens 400 POST /v1/chat/completions "{$chat, \"max_tokens\": -1}"
-error_names max_tokens "'max_tokens'"
-request max_tokens_float 400 POST /v1/chat/completions "{$chat, \"max_tokens\": 2.5}"
-error_names max_tokens_float "'max_tokens'"
-request stream_type 400 POST /v1/chat/completions "{$chat, \"stream\": \"yes\"}"
-error_names stream_type "'stream'"
-request stop_type 400 POST /v1/chat/completions "{$chat, \"stop\": [1]}"
-error_names stop_type "'stop'"
-request n 400 POST /v1/chat/completions "{$chat, \"n\": 2}"
-error_names n "'n'"
-request prompt 400 POST /v1/completions '{"prompt": ["a", "b"]}'
-error_names prompt "'prompt'"
-request model 404 POST /v1/chat/completions '{"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}'
-error_names model "'model'"
-request overflow 400 POST /v1/chat/completions "{$chat, \"max_completion_tokens\": 100000}"
-error_names overflow "'max_completion_tokens'"
+refused no_messages 400 /v1/chat/completions '{"model": "default"}' "'messages'"
+refused messages_type 400 /v1/chat/completions '{"messages": "hi"}' "'messages'"
+refused role 400 /v1/chat/completions '{"messages": [{"role": "wizard", "content": "hi"}]}' "'messages[0].role'"
+refused content_type 400 /v1/chat/completions '{"messages": [{"role": "user", "content": 7}]}' "'messages[0].content'"
+refused temperature 400 /v1/chat/completions "{$chat, \"temperature\": \"hot\"}" "'temperature'"
+refused top_p 400 /v1/chat/completions "{$chat, \"top_p\": 1.5}" "'top_p'"
+refused max_tokens 400 /v1/chat/completions "{$chat, \"max_tokens\": -1}" "'max_tokens'"
+refused max_tokens_float 400 /v1/chat/completions "{$chat, \"max_tokens\": 2.5}" "'max_tokens'"
+refused stream_type 400 /v1/chat/completions "{$chat, \"stream\": \"yes\"}" "'stream'"
+refused stop_type 400 /v1/chat/completions "{$chat, \"stop\": [1]}" "'stop'"
+refused n 400 /v1/chat/completions "{$chat, \"n\": 2}" "'n'"
+refused prompt 400 /v1/completions '{"prompt": ["a", "b"]}' "'prompt'"
+refused model 404 /v1/chat/completions '{"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}' "'model'"
+refused overflow 400 /v1/chat/completions "{$chat, \"max_completion_tokens\": 100000}" "'max_completion_tokens'"
 json_is overflow "'context of 4096' in j['error']['message']"
 big=$(head -c 20000 /dev/zero | tr '\0' 'a')
 request too_large 413 POST /v1/completions "{\"prompt\": \"$big\"}"

@@ -149,6 +149,21 @@ TEST_CASE("Kimi K3: rewinding restores the recurrent state exactly", "[golden-k3
   decoding->rewind(20);
   const auto tail = decoding->append(std::span<const int32_t>(ids).subspan(20), true);
   CHECK(std::memcmp(tail.data(), expected.data() + 20 * vocab, tail.size() * sizeof(float)) == 0);
+  // A rewind runs no pass of its own: what the snapshot lacks is replayed in the next append's
+  // pass (a verify pass's rejected guesses cost no extra read of a streamed spine), and two
+  // rewinds before an append are as one.
+  auto lazy = engine->new_session();
+  lazy->append(std::span<const int32_t>(ids).first(12), false);
+  lazy->append(std::span<const int32_t>(ids).subspan(12, 12), false);  // a snapshot at 12
+  const uint64_t passes = engine->stats().passes;
+  lazy->rewind(22);
+  lazy->rewind(20);
+  CHECK(lazy->position() == 20);
+  CHECK(engine->stats().passes == passes);
+  const auto next = lazy->append(std::span<const int32_t>(ids).subspan(20, 1), true);
+  CHECK(engine->stats().passes == passes + 1);  // positions 12..20 in one pass
+  REQUIRE(next.size() == static_cast<size_t>(vocab));
+  CHECK(std::memcmp(next.data(), expected.data() + 20 * vocab, next.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("Kimi K3 through the CLI: greedy ids and logits", "[golden-k3]") {

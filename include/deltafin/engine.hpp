@@ -95,6 +95,12 @@ struct EngineStats {
   std::vector<DriveReport> drives;
 };
 
+// Bytes a session's engine has read from storage so far.
+struct StorageReads {
+  uint64_t spine = 0;    // streamed spine units: once a pass, whatever its width
+  uint64_t experts = 0;  // routed experts missed by the cache (demand and prefetch)
+};
+
 class Session {
  public:
   virtual ~Session() = default;
@@ -107,6 +113,7 @@ class Session {
   // Forgets positions >= pos (pos <= position()): KV truncated, recurrent state restored. Experts
   // that only the forgotten positions of the last pass used go to the cold end of the cache.
   virtual void rewind(int64_t pos) = 0;
+  virtual StorageReads storage_reads() const = 0;
 };
 
 class Engine {

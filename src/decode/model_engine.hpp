@@ -15,9 +15,11 @@
 //   K3: KDA layers carry a recurrent state, so a session keeps snapshots of it (not of the
 //       append-only latent cache) taken before recent multi-token appends (prefill chunks, verify
 //       passes; not single-token decode steps, whose copies would cost more than the step);
-//       rewinding restores the latest snapshot at or before the target and replays the tokens up
-//       to it (kernels are deterministic, so the state is bit-identical to never having gone
-//       further).
+//       rewinding restores the latest snapshot at or before the target; the tokens from there to
+//       the target are replayed by the next append, in the same pass as its own tokens (kernels
+//       are batch-invariant and chunking does not change a result, so the state is bit-identical
+//       to never having gone further, and a rejected guess costs no pass of its own: with a
+//       streamed spine a replay pass would read the spine again).
 #pragma once
 
 #include <deltafin/engine.hpp>
@@ -71,27 +73,36 @@ class ModelSession final : public Session {
  public:
   static constexpr size_t kSnapshots = kRecurrentSnapshots;  // recurrent state kept from before the last appends
 
-  ModelSession(typename F::Model& model, ExpertStore& store, int64_t chunk)
-      : model_(model), store_(store), state_(F::new_state(model)), chunk_(chunk) {}
+  ModelSession(typename F::Model& model, ExpertStore& store, const SpineStream* stream, int64_t chunk)
+      : model_(model), store_(store), stream_(stream), state_(F::new_state(model)), chunk_(chunk) {}
 
   std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) override {
     const int64_t vocab = F::vocab(model_.config());
     const int64_t n = static_cast<int64_t>(tokens.size());
     if (n == 0) fail("nothing to append: the token list is empty");
+    // K3 after a rewind: the positions the restored snapshot lacks are fed first, in this pass.
+    const int64_t replay = replay_from_ >= 0 ? position_ - replay_from_ : 0, start = position_ - replay;
+    std::vector<int32_t> fed(history_.begin() + start, history_.end());
+    fed.insert(fed.end(), tokens.begin(), tokens.end());
+    const int64_t total = replay + n;
     if constexpr (F::kRecurrent) {
-      if (n > 1) snapshots_.push_back({position_, model_.save_recurrent(state_)});
+      if (total > 1 && (snapshots_.empty() || snapshots_.back().first != start))
+        snapshots_.push_back({start, model_.save_recurrent(state_)});
       if (snapshots_.size() > kSnapshots) snapshots_.pop_front();
     }
-    std::vector<float> logits(all_logits ? n * vocab : vocab);
-    for (int64_t done = 0; done < n;) {
-      const int64_t m = std::min(chunk_, n - done);
-      const bool last = done + m == n;
+    // Rows of every fed position when all_logits (the replayed ones then dropped), else the last.
+    std::vector<float> logits(all_logits ? total * vocab : vocab);
+    for (int64_t done = 0; done < total;) {
+      const int64_t m = std::min(chunk_, total - done);
+      const bool last = done + m == total;
       std::vector<float> ignored(all_logits || last ? 0 : vocab);
       float* dst = all_logits ? logits.data() + done * vocab : last ? logits.data() : ignored.data();
-      model_.forward(state_, tokens.data() + done, m, position_, dst, all_logits);
-      position_ += m;
+      model_.forward(state_, fed.data() + done, m, start + done, dst, all_logits);
       done += m;
     }
+    if (all_logits) logits.erase(logits.begin(), logits.begin() + replay * vocab);
+    replay_from_ = -1;
+    position_ += n;
     history_.insert(history_.end(), tokens.begin(), tokens.end());
     // Weights are checked as they load, so this catches what the inputs or the arithmetic made
     // (an overflow): refuse rather than sample token 0 from NaN.
@@ -104,6 +115,8 @@ class ModelSession final : public Session {
 
   int64_t position() const override { return position_; }
 
+  StorageReads storage_reads() const override { return {stream_ ? stream_->bytes_read() : 0, store_.stats().bytes_read}; }
+
   uint64_t state_bytes() const override {
     uint64_t bytes = F::state_bytes(state_);
     for (const auto& [pos, snapshot] : snapshots_) bytes += snapshot->bytes();
@@ -115,20 +128,19 @@ class ModelSession final : public Session {
     if (pos < position_) store_.demote_from(pos);  // experts only the dropped positions used
     if constexpr (F::kRecurrent) {
       if (pos == position_) return;
-      while (!snapshots_.empty() && snapshots_.back().first > pos) snapshots_.pop_back();
-      int64_t from = 0;
-      if (snapshots_.empty()) {
-        model_.restore_recurrent(state_, nullptr);
+      const int64_t at = replay_from_ >= 0 ? replay_from_ : position_;  // where the recurrent state is
+      if (pos < at) {
+        while (!snapshots_.empty() && snapshots_.back().first > pos) snapshots_.pop_back();
+        if (snapshots_.empty()) {
+          model_.restore_recurrent(state_, nullptr);
+        } else {
+          model_.restore_recurrent(state_, snapshots_.back().second.get());
+        }
+        replay_from_ = snapshots_.empty() ? 0 : snapshots_.back().first;
       } else {
-        from = snapshots_.back().first;
-        model_.restore_recurrent(state_, snapshots_.back().second.get());
+        replay_from_ = at;
       }
-      std::vector<float> ignored(F::vocab(model_.config()));
-      for (int64_t done = from; done < pos;) {  // replay what the snapshot lacks, in the same passes
-        const int64_t m = std::min(chunk_, pos - done);
-        model_.forward(state_, history_.data() + done, m, done, ignored.data(), false);
-        done += m;
-      }
+      if (replay_from_ == pos) replay_from_ = -1;
     }
     position_ = pos;
     history_.resize(pos);
@@ -137,10 +149,14 @@ class ModelSession final : public Session {
  private:
   typename F::Model& model_;
   ExpertStore& store_;
+  const SpineStream* stream_;  // nullptr: the spine is resident
   typename F::State state_;
   int64_t chunk_;
   int64_t position_ = 0;
   std::vector<int32_t> history_;
+  // K3 after a rewind: the recurrent state is at this position (< position_) and the next append
+  // feeds history_ from here on before its tokens (-1: the state is at position_).
+  int64_t replay_from_ = -1;
   // K3: (position, the recurrent state there); the latent cache is append-only and never copied.
   std::deque<std::pair<int64_t, std::unique_ptr<Buffer>>> snapshots_;
 };
@@ -195,7 +211,7 @@ class ModelEngine final : public Engine {
     return deltafin::planned_state_bytes(F::bytes(c), positions);
   }
 
-  std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, store_, options_.chunk); }
+  std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, store_, stream_.get(), options_.chunk); }
 
   EngineStats stats() const override {
     const ExpertStoreStats s = store_.stats();

@@ -60,14 +60,17 @@ SpeculativeDecoder::SpeculativeDecoder(Session& target, Drafter* drafter, Sample
       pass_seconds_(static_cast<size_t>(std::max(o.max_k, 0)) + 2, 0.0) {}
 
 double SpeculativeDecoder::pass_seconds(int positions) const {
-  // t(n) = t(1) + (n - 1) * slope, the slope averaged over every measured wider pass (before any:
-  // a third of a plain step per extra position), so one measurement informs every width.
+  // t(n) = t(1) + (n - 1) * slope, the slope averaged over every measured wider pass, so one
+  // measurement informs every width. Before any: the share of a plain pass's reads that grows with
+  // the width (experts, per position; the streamed spine is read once a pass whatever its width)
+  // times t(1), reads taken to dominate a pass that reads at all; with no reads, t(1) / 3.
   const double t1 = pass_seconds_[1];
   double slope = 0;
   int measured = 0;
   for (size_t n = 2; n < pass_seconds_.size(); ++n)
     if (pass_seconds_[n] > 0) slope += (pass_seconds_[n] - t1) / static_cast<double>(n - 1), ++measured;
-  slope = measured ? std::max(0.0, slope / measured) : t1 / 3.0;
+  const double read = plain_spine_bytes_ + plain_expert_bytes_;
+  slope = measured ? std::max(0.0, slope / measured) : read > 0 ? t1 * plain_expert_bytes_ / read : t1 / 3.0;
   return t1 + (positions - 1) * slope;
 }
 
@@ -99,8 +102,8 @@ int SpeculativeDecoder::choose_k() {
     const double rate = expected / (pass_seconds(k + 1) + k * draft_token_seconds_);
     if (rate > best_rate) best = k, best_rate = rate;
   }
-  // A width never measured is only tried when guesses have mostly been right.
-  if (best > 0 && pass_seconds_[best + 1] <= 0 && alpha < kExploreAcceptance) best = 0;
+  // A width never measured is only tried when the prior promises a clear gain.
+  if (best > 0 && pass_seconds_[best + 1] <= 0 && best_rate * pass_seconds_[1] < kExploreGain) best = 0;
   if (best == 0) {
     if (off_) probe_every_ = std::min(2 * probe_every_, kLastProbe);  // still not paying: wait longer
     off_ = true;
@@ -112,9 +115,16 @@ int SpeculativeDecoder::choose_k() {
   return best;
 }
 
-void SpeculativeDecoder::learn(int positions, double seconds, int drafted, int accepted, double draft_seconds) {
+void SpeculativeDecoder::learn(int positions, double seconds, int drafted, int accepted, double draft_seconds,
+                               StorageReads read) {
   double& t = pass_seconds_[positions];
-  t = t > 0 ? (1 - kAverage) * t + kAverage * seconds : seconds;
+  const bool first = t <= 0;
+  const auto average = [first](double& a, double v) { a = first ? v : (1 - kAverage) * a + kAverage * v; };
+  average(t, seconds);
+  if (positions == 1) {
+    average(plain_spine_bytes_, static_cast<double>(read.spine));
+    average(plain_expert_bytes_, static_cast<double>(read.experts));
+  }
   if (drafted > 0) {
     for (int i = 0; i < drafted; ++i) observe(i < accepted);
     const double per_token = draft_seconds / drafted;
@@ -150,9 +160,11 @@ std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) 
   const int64_t start = target_.position();
   std::vector<int32_t> pass{context.back()};
   pass.insert(pass.end(), draft.tokens.begin(), draft.tokens.end());
+  const StorageReads before = target_.storage_reads();
   const auto t1 = Clock::now();
   const std::vector<float> logits = target_.append(pass, true);
   const double seconds = since(t1);
+  const StorageReads after = target_.storage_reads();
   const std::vector<int32_t> committed = verify_drafts(draft, logits, vocab_, sampler_);
   const int accepted = static_cast<int>(committed.size()) - 1;
   if (accepted < static_cast<int>(draft.tokens.size())) target_.rewind(start + 1 + accepted);
@@ -165,7 +177,8 @@ std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) 
     stats_.drafted += draft.tokens.size();
     stats_.accepted += accepted;
   }
-  learn(static_cast<int>(pass.size()), seconds, static_cast<int>(draft.tokens.size()), accepted, draft_seconds);
+  learn(static_cast<int>(pass.size()), seconds, static_cast<int>(draft.tokens.size()), accepted, draft_seconds,
+        {after.spine - before.spine, after.experts - before.experts});
   if (shadow >= 0) {
     observe(committed.front() == shadow);
     ++stats_.shadow_guesses;

@@ -1,5 +1,6 @@
 // Speculative decoding in which the target checks every token. One step:
-//   1. choose k (adaptive: from measured acceptance and pass costs; 0 = a plain step, during which
+//   1. choose k (adaptive: from measured acceptance and pass costs, a width not yet measured priced
+//      from what a plain pass reads: the streamed spine once a pass, experts per position; 0 = a plain step, during which
 //      the drafter may still guess "in the shadow": its guess is compared with the committed token,
 //      which measures acceptance without spending target reads on it);
 //   2. the drafter guesses d1..dk after the committed context;
@@ -9,8 +10,9 @@
 //      target's own next token; with temperature > 0 the Leviathan/Chen rule (accept d with
 //      probability min(1, p(d)/q(d)), else draw from normalize(max(0, p - q)) and stop), which
 //      keeps the target's distribution exactly;
-//   5. the session rewinds to the last accepted position (KV truncated, recurrent state restored;
-//      experts only the rejected positions used go to the cold end of the cache).
+//   5. the session rewinds to the last accepted position (KV truncated, recurrent state restored
+//      and the accepted positions replayed within the next pass; experts only the rejected
+//      positions used go to the cold end of the cache).
 // Greedy output is byte-identical to plain greedy decoding (tests/test_speculative.cpp).
 #pragma once
 
@@ -51,7 +53,7 @@ class SpeculativeDecoder {
   static constexpr size_t kWindow = 32;                             // guesses the acceptance estimate remembers
   static constexpr uint64_t kPlainEvery = 16;  // while speculating, one plain step this often keeps its cost current
   static constexpr size_t kMinOutcomes = 3;    // guesses seen before speculating at all
-  static constexpr double kExploreAcceptance = 0.7;
+  static constexpr double kExploreGain = 1.1;  // a width never measured is tried when predicted this much faster than plain
 
   // drafter nullptr: plain decoding (one position per pass).
   SpeculativeDecoder(Session& target, Drafter* drafter, Sampler& sampler, int64_t vocab, const SpeculativeOptions& o);
@@ -63,7 +65,7 @@ class SpeculativeDecoder {
  private:
   int choose_k();
   double pass_seconds(int positions) const;  // linear model fitted to the measured passes
-  void learn(int positions, double seconds, int drafted, int accepted, double draft_seconds);
+  void learn(int positions, double seconds, int drafted, int accepted, double draft_seconds, StorageReads read);
 
   Session& target_;
   Drafter* drafter_;
@@ -74,6 +76,7 @@ class SpeculativeDecoder {
   std::deque<bool> outcomes_;         // the last kWindow guesses: accepted or not
   std::vector<double> pass_seconds_;  // [positions]: moving average, 0 = not measured
   double draft_token_seconds_ = 0;
+  double plain_spine_bytes_ = 0, plain_expert_bytes_ = 0;  // read by a plain pass: moving averages
   bool off_ = false;
   uint64_t since_probe_ = 0;
   uint64_t probe_every_ = kFirstProbe;

@@ -2,11 +2,12 @@
 # Turns one machine into N throttled "drives" for the multi-SSD benchmarks (needs root, loop
 # devices, and cgroup v1 blkio at /sys/fs/cgroup/blkio for throttling):
 #
-#   scripts/drives.sh up N [--size-gb G] [--read-mbps M] [--root DIR]
+#   scripts/drives.sh up N [--size-gb G] [--read-mbps M | M0,M1,...] [--root DIR]
 #       For i in 0..N-1: a sparse G GiB image DIR/drive$i.img (default 16 GiB under
 #       /var/tmp/deltafin-drives) on a loop device with --direct-io=on, ext4, mounted at
-#       /mnt/deltafin-drive$i. Creates the blkio cgroup deltafin-bench and, when M > 0, caps
-#       reads from each loop device at M MB/s (1e6 bytes) for processes in it. Writes are not capped.
+#       /mnt/deltafin-drive$i. Creates the blkio cgroup deltafin-bench and caps reads from each
+#       loop device at M MB/s (1e6 bytes; 0 = no cap) for processes in it; a list of N rates gives
+#       drive i the i-th (heterogeneous drives, for example 150,100,75,50). Writes are not capped.
 #   scripts/drives.sh exec CMD...   run CMD inside the cgroup (only there do the caps apply)
 #   scripts/drives.sh status
 #   scripts/drives.sh down          unmount, detach, delete the images, remove the cgroup
@@ -30,7 +31,7 @@ need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root"; }
 
 up() {
   local n=${1:-} size=16 mbps=0 root=/var/tmp/deltafin-drives
-  [[ $n =~ ^[1-9][0-9]*$ ]] || die "usage: drives.sh up N [--size-gb G] [--read-mbps M] [--root DIR]"
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "usage: drives.sh up N [--size-gb G] [--read-mbps M | M0,M1,...] [--root DIR]"
   shift
   while [ $# -gt 0 ]; do
     case $1 in
@@ -41,12 +42,19 @@ up() {
     esac
   done
   [[ $size =~ ^[1-9][0-9]*$ ]] || die "--size-gb takes a whole number of GiB"
-  [[ $mbps =~ ^[0-9]+$ ]] || die "--read-mbps takes a whole number of MB/s"
+  [[ $mbps =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--read-mbps takes a whole number of MB/s, or N of them separated by commas"
+  local rates=() any=0
+  IFS=, read -r -a rates <<< "$mbps"
+  if [ ${#rates[@]} -eq 1 ]; then
+    for ((i = 1; i < n; i++)); do rates+=("${rates[0]}"); done
+  fi
+  [ ${#rates[@]} -eq "$n" ] || die "--read-mbps $mbps: ${#rates[@]} rates for $n drives"
+  for r in "${rates[@]}"; do [ "$r" -eq 0 ] || any=1; done
   need_root
   if [ -e "$state" ]; then die "already up (state in $state); run 'drives.sh down' first"; fi
   [ -e /dev/loop-control ] || [ -e /dev/loop0 ] || die "no loop devices (modprobe loop?)"
   losetup -f >/dev/null 2>&1 || die "no free loop device"
-  [ -d "$blkio" ] || [ "$mbps" -eq 0 ] || die "no cgroup v1 blkio at $blkio: cannot throttle"
+  [ -d "$blkio" ] || [ "$any" -eq 0 ] || die "no cgroup v1 blkio at $blkio: cannot throttle"
   if [ -e "$cgroup" ]; then die "$cgroup exists but is not ours; remove it first"; fi
   for ((i = 0; i < n; i++)); do
     if [ -e "$root/drive$i.img" ]; then die "$root/drive$i.img exists but is not ours"; fi
@@ -54,7 +62,7 @@ up() {
   done
 
   trap 'echo "drives.sh: up failed; undoing" >&2; down' ERR
-  record "# deltafin drives: $n x $size GiB, read cap $([ "$mbps" -gt 0 ] && echo "$mbps MB/s" || echo none)"
+  record "# deltafin drives: $n x $size GiB, read cap $([ "$any" -gt 0 ] && echo "$mbps MB/s" || echo none)"
   [ -d "$root" ] || { mkdir -p "$root"; record "dir $root"; }
   if [ -d "$blkio" ]; then mkdir "$cgroup"; record "cgroup $cgroup"; fi
   for ((i = 0; i < n; i++)); do
@@ -66,13 +74,13 @@ up() {
     [ -d "$mnt" ] || { mkdir -p "$mnt"; record "dir $mnt"; }
     mount "$dev" "$mnt"; record "mount $mnt $dev"
     chmod 1777 "$mnt"
-    if [ "$mbps" -gt 0 ]; then
-      echo "$(cat "/sys/block/${dev#/dev/}/dev") $((mbps * 1000000))" > "$cgroup/blkio.throttle.read_bps_device"
+    if [ "${rates[$i]}" -gt 0 ]; then
+      echo "$(cat "/sys/block/${dev#/dev/}/dev") $((rates[i] * 1000000))" > "$cgroup/blkio.throttle.read_bps_device"
     fi
-    echo "drive$i: $mnt on $dev ($img, ${size} GiB)"
+    echo "drive$i: $mnt on $dev ($img, ${size} GiB, read cap $([ "${rates[$i]}" -gt 0 ] && echo "${rates[$i]} MB/s" || echo none))"
   done
   trap - ERR
-  if [ "$mbps" -gt 0 ]; then echo "reads capped at $mbps MB/s per drive inside $cgroup (use 'drives.sh exec')"; fi
+  if [ "$any" -gt 0 ]; then echo "reads capped inside $cgroup (use 'drives.sh exec')"; fi
 }
 
 down() {
@@ -128,5 +136,5 @@ case $cmd in
     [ -e "$state" ] || die "no drives up"
     if [ -d "$cgroup" ]; then echo $$ > "$cgroup/cgroup.procs" || die "cannot join $cgroup (root?)"; fi
     exec "$@" ;;
-  *) die "usage: drives.sh up N [--size-gb G] [--read-mbps M] [--root DIR] | down | exec CMD... | status" ;;
+  *) die "usage: drives.sh up N [--size-gb G] [--read-mbps M | M0,M1,...] [--root DIR] | down | exec CMD... | status" ;;
 esac

@@ -149,21 +149,28 @@ TEST_CASE("Kimi K3: rewinding restores the recurrent state exactly", "[golden-k3
   decoding->rewind(20);
   const auto tail = decoding->append(std::span<const int32_t>(ids).subspan(20), true);
   CHECK(std::memcmp(tail.data(), expected.data() + 20 * vocab, tail.size() * sizeof(float)) == 0);
-  // A rewind runs no pass of its own: what the snapshot lacks is replayed in the next append's
-  // pass (a verify pass's rejected guesses cost no extra read of a streamed spine), and two
-  // rewinds before an append are as one.
+  // A rewind a few positions past the snapshot runs no pass of its own: what the snapshot lacks is
+  // replayed in the next append's pass (a verify pass's rejected guesses cost no extra read of a
+  // streamed spine), and two rewinds before an append are as one. Farther, it replays at once.
   auto lazy = engine->new_session();
   lazy->append(std::span<const int32_t>(ids).first(12), false);
-  lazy->append(std::span<const int32_t>(ids).subspan(12, 12), false);  // a snapshot at 12
+  lazy->append(std::span<const int32_t>(ids).subspan(12, 6), false);  // a snapshot at 12
   const uint64_t passes = engine->stats().passes;
-  lazy->rewind(22);
-  lazy->rewind(20);
-  CHECK(lazy->position() == 20);
+  lazy->rewind(15);
+  lazy->rewind(14);
+  CHECK(lazy->position() == 14);
   CHECK(engine->stats().passes == passes);
-  const auto next = lazy->append(std::span<const int32_t>(ids).subspan(20, 1), true);
-  CHECK(engine->stats().passes == passes + 1);  // positions 12..20 in one pass
+  const auto next = lazy->append(std::span<const int32_t>(ids).subspan(14, 1), true);
+  CHECK(engine->stats().passes == passes + 1);  // positions 12..14 in one pass
   REQUIRE(next.size() == static_cast<size_t>(vocab));
-  CHECK(std::memcmp(next.data(), expected.data() + 20 * vocab, next.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(next.data(), expected.data() + 14 * vocab, next.size() * sizeof(float)) == 0);
+  lazy->append(std::span<const int32_t>(ids).subspan(15, 10), false);  // a snapshot at 15
+  const uint64_t before_far = engine->stats().passes;
+  lazy->rewind(23);
+  CHECK(engine->stats().passes == before_far + 1);  // 15..22 replayed at once
+  const auto far = lazy->append(std::span<const int32_t>(ids).subspan(23, 2), true);
+  CHECK(engine->stats().passes == before_far + 2);
+  CHECK(std::memcmp(far.data(), expected.data() + 23 * vocab, far.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("Kimi K3 through the CLI: greedy ids and logits", "[golden-k3]") {

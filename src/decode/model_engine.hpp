@@ -16,10 +16,11 @@
 //       append-only latent cache) taken before recent multi-token appends (prefill chunks, verify
 //       passes; not single-token decode steps, whose copies would cost more than the step);
 //       rewinding restores the latest snapshot at or before the target; the tokens from there to
-//       the target are replayed by the next append, in the same pass as its own tokens (kernels
-//       are batch-invariant and chunking does not change a result, so the state is bit-identical
-//       to never having gone further, and a rejected guess costs no pass of its own: with a
-//       streamed spine a replay pass would read the spine again).
+//       the target (up to kLazyReplay of them; more are replayed at once) are replayed by the
+//       next append, in the same pass as its own tokens (kernels are batch-invariant and chunking
+//       does not change a result, so the state is bit-identical to never having gone further,
+//       and a rejected guess costs no pass of its own: with a streamed spine a replay pass would
+//       read the spine again).
 #pragma once
 
 #include <deltafin/engine.hpp>
@@ -72,6 +73,9 @@ template <class F>
 class ModelSession final : public Session {
  public:
   static constexpr size_t kSnapshots = kRecurrentSnapshots;  // recurrent state kept from before the last appends
+  // Positions a rewind leaves for the next append to replay (more run at once). Measured on the
+  // K3-shaped bench model with a streamed spine (k3-public-bench/results/memory-budget-40-tokens.md).
+  static constexpr int64_t kLazyReplay = 3;
 
   ModelSession(typename F::Model& model, ExpertStore& store, const SpineStream* stream, int64_t chunk)
       : model_(model), store_(store), stream_(stream), state_(F::new_state(model)), chunk_(chunk) {}
@@ -139,6 +143,18 @@ class ModelSession final : public Session {
         replay_from_ = snapshots_.empty() ? 0 : snapshots_.back().first;
       } else {
         replay_from_ = at;
+      }
+      // A pass that replays takes no snapshot of its own (its start is the restored one), so a
+      // replay left to the next append grows with every rejection in a row: past kLazyReplay
+      // positions it runs now, in passes of its own, and the next append snapshots afresh.
+      if (pos - replay_from_ > kLazyReplay) {
+        std::vector<float> ignored(F::vocab(model_.config()));
+        for (int64_t done = replay_from_; done < pos;) {
+          const int64_t m = std::min(chunk_, pos - done);
+          model_.forward(state_, history_.data() + done, m, done, ignored.data(), false);
+          done += m;
+        }
+        replay_from_ = pos;
       }
       if (replay_from_ == pos) replay_from_ = -1;
     }

@@ -18,6 +18,7 @@
 #include "test_util.hpp"
 #include "util/error.hpp"
 #include "weights/placement.hpp"
+#include "weights/spine_tensors.hpp"
 
 namespace fs = std::filesystem;
 using namespace deltafin;
@@ -239,7 +240,9 @@ TEST_CASE("place resumes after an interruption and gives the same manifest", "[p
   const std::string clean = b.place(2, "clean.json");
   const auto index = WeightIndex::open(b.model);
   const ExpertTable experts = load_expert_table(b.model, *index);
-  const PlacementManifest plan = plan_placement(experts, {{b.drive(0), b.drive(1)}, nullptr, 0});
+  const PlacementManifest plan =  // the plan `place` makes, spine records included
+      plan_placement(experts, {{b.drive(0), b.drive(1)}, nullptr, 0, placeable_spine_tensors(*index, experts)});
+  REQUIRE(!plan.spine.empty());
   const std::string out = b.path("resumed.json");
   // Interrupt after 40 records (the journal has synced none of them yet: batches are 256 MB).
   CHECK_THROWS(write_placement(*index, experts, plan, out, [](const PlaceProgress& p) {
@@ -269,6 +272,33 @@ TEST_CASE("place resumes after an interruption and gives the same manifest", "[p
   CHECK(sa.str() == sc.str());
   CHECK(!fs::exists(out + ".journal"));
   CHECK(run_deltafin("verify -m " + b.model + " --placement " + out).exit_code == 0);
+
+  // Interrupted among the spine records: their journal indices follow the experts'.
+  const std::string late = b.path("late.json");
+  const size_t experts_and_three = plan.records.size() + 3;
+  CHECK_THROWS(write_placement(*index, experts, plan, late, [&](const PlaceProgress& p) {
+    if (p.records_done == experts_and_three + 2) throw Error("interrupted");
+  }));
+  {
+    std::ifstream in(late + ".journal");
+    std::string magic, hash;
+    std::getline(in, magic);
+    std::getline(in, hash);
+    const PlacementManifest reference = read_placement(clean);
+    std::ofstream journal(late + ".journal", std::ios::trunc);
+    journal << magic << '\n' << hash << '\n';
+    for (size_t i = 0; i < reference.records.size(); ++i) journal << i << ' ' << fmt::format("{:016x}", reference.records[i].xxh3) << '\n';
+    for (size_t i = 0; i < 3; ++i)
+      journal << reference.records.size() + i << ' ' << fmt::format("{:016x}", reference.spine[i].xxh3) << '\n';
+  }
+  const auto resumed = run_deltafin("place -m " + b.model + " --out " + late + " --drive " + b.drive(0) + " --drive " + b.drive(1));
+  INFO(resumed.output);
+  CHECK(resumed.output.find(fmt::format("{} records resumed", experts_and_three)) != std::string::npos);
+  std::ifstream l(late);
+  std::stringstream sl;
+  sl << l.rdbuf();
+  CHECK(sl.str() == sa.str());
+  CHECK(run_deltafin("verify -m " + b.model + " --placement " + late).exit_code == 0);
 }
 
 TEST_CASE("faults: missing, truncated and corrupt drives fall back to other holders or stop clearly", "[placement][bad-input]") {

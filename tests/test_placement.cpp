@@ -18,6 +18,7 @@
 #include "test_util.hpp"
 #include "util/error.hpp"
 #include "weights/placement.hpp"
+#include "weights/spine_tensors.hpp"
 
 namespace fs = std::filesystem;
 using namespace deltafin;
@@ -239,7 +240,9 @@ TEST_CASE("place resumes after an interruption and gives the same manifest", "[p
   const std::string clean = b.place(2, "clean.json");
   const auto index = WeightIndex::open(b.model);
   const ExpertTable experts = load_expert_table(b.model, *index);
-  const PlacementManifest plan = plan_placement(experts, {{b.drive(0), b.drive(1)}, nullptr, 0});
+  const PlacementManifest plan =  // the plan `place` makes, spine records included
+      plan_placement(experts, {{b.drive(0), b.drive(1)}, nullptr, 0, placeable_spine_tensors(*index, experts)});
+  REQUIRE(!plan.spine.empty());
   const std::string out = b.path("resumed.json");
   // Interrupt after 40 records (the journal has synced none of them yet: batches are 256 MB).
   CHECK_THROWS(write_placement(*index, experts, plan, out, [](const PlaceProgress& p) {
@@ -269,6 +272,33 @@ TEST_CASE("place resumes after an interruption and gives the same manifest", "[p
   CHECK(sa.str() == sc.str());
   CHECK(!fs::exists(out + ".journal"));
   CHECK(run_deltafin("verify -m " + b.model + " --placement " + out).exit_code == 0);
+
+  // Interrupted among the spine records: their journal indices follow the experts'.
+  const std::string late = b.path("late.json");
+  const size_t experts_and_three = plan.records.size() + 3;
+  CHECK_THROWS(write_placement(*index, experts, plan, late, [&](const PlaceProgress& p) {
+    if (p.records_done == experts_and_three + 2) throw Error("interrupted");
+  }));
+  {
+    std::ifstream in(late + ".journal");
+    std::string magic, hash;
+    std::getline(in, magic);
+    std::getline(in, hash);
+    const PlacementManifest reference = read_placement(clean);
+    std::ofstream journal(late + ".journal", std::ios::trunc);
+    journal << magic << '\n' << hash << '\n';
+    for (size_t i = 0; i < reference.records.size(); ++i) journal << i << ' ' << fmt::format("{:016x}", reference.records[i].xxh3) << '\n';
+    for (size_t i = 0; i < 3; ++i)
+      journal << reference.records.size() + i << ' ' << fmt::format("{:016x}", reference.spine[i].xxh3) << '\n';
+  }
+  const auto resumed = run_deltafin("place -m " + b.model + " --out " + late + " --drive " + b.drive(0) + " --drive " + b.drive(1));
+  INFO(resumed.output);
+  CHECK(resumed.output.find(fmt::format("{} records resumed", experts_and_three)) != std::string::npos);
+  std::ifstream l(late);
+  std::stringstream sl;
+  sl << l.rdbuf();
+  CHECK(sl.str() == sa.str());
+  CHECK(run_deltafin("verify -m " + b.model + " --placement " + late).exit_code == 0);
 }
 
 TEST_CASE("faults: missing, truncated and corrupt drives fall back to other holders or stop clearly", "[placement][bad-input]") {
@@ -472,9 +502,233 @@ TEST_CASE("placement manifest parser: bad input names the file and the problem",
       {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", -1, 2]], "drives": ["/a"], "records": []})", "source 0"},
       {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["../s", 1, 2]], "drives": ["/a"], "records": []})", "not a plain file name"},
       {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2], ["s", 3, 4]], "drives": ["/a"], "records": []})", "listed twice"},
-      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": []})", "version 2"},
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": []})", "versions 2 to 3"},
       // Issue 12, item 4: two records sharing bytes of one drive (a swapped or shifted offset).
       {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a"], "records": [[1, 0, 5000, "00000000000000aa", [[0, 0]]], [1, 1, 10, "00000000000000bb", [[0, 4096]]]]})", "records 0 and 1 overlap on drive 0 (at offset 4096)"},
+  };
+  for (const auto& [text, expected] : cases) {
+    INFO(text);
+    CHECK_THROWS_WITH(parse_placement(text, "m.json"), Catch::Contains("m.json") && Catch::Contains(expected));
+  }
+}
+
+// Issue 16, item 2: spine records. `place` gives every spine matrix tensor an aligned record of
+// its own on the drives (spread, or on every drive with --replicate); a run whose spine streams
+// reads those records instead of the shards, and its logits stay bit-identical.
+namespace {
+
+struct SpinePass {
+  std::vector<float> logits;
+  ModelSummary summary;
+  EngineStats stats;
+};
+
+// All logits of the golden ids from `placement` ("none": the shards) under `memory_gb` (0: the default).
+SpinePass spine_pass(const std::string& model, const std::string& placement, double memory_gb, bool verify_reads = false) {
+  EngineOptions o;
+  o.verify_reads = verify_reads;
+  o.model_dir = model;
+  o.placement = placement;
+  o.memory_gb = memory_gb;
+  o.chunk = 3;
+  o.threads = 2;
+  auto engine = Engine::open(o);
+  SpinePass p;
+  p.logits = engine->new_session()->append(test::read_golden(model).all(), true);
+  p.summary = engine->summary();
+  p.stats = engine->stats();
+  return p;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The manifest as version 2 wrote it: no spine records.
+std::string as_version_2(PlacementManifest m) {
+  m.spine.clear();
+  std::string text = placement_json(m);
+  const std::string v3 = "\"version\": 3", spine = ",\n \"spine\": [\n ]";
+  REQUIRE(text.find(v3) != std::string::npos);
+  REQUIRE(text.find(spine) != std::string::npos);
+  text.replace(text.find(v3), v3.size(), "\"version\": 2");
+  text.erase(text.find(spine), spine.size());
+  return text;
+}
+
+size_t lines_with(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t end = std::min(text.find('\n', begin), text.size());
+    n += text.substr(begin, end - begin).find(part) != std::string::npos;
+    begin = end + 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("spine records: placed aligned, spread or replicated, and read when the spine streams, bit-identical",
+          "[placement][memory-budget][exactness]") {
+  for (const char* fixture : {"k2_tiny", "k3_tiny_mxfp4", "k2_tiny_fp8"}) {
+    INFO(fixture);
+    Bench b(fixture);
+    const std::string spread = b.place(2, "spread.json"), mirrored = b.place(3, "mirrored.json", " --replicate 1");
+    const PlacementManifest ms = read_placement(spread), mm = read_placement(mirrored);
+    REQUIRE(!ms.spine.empty());
+    REQUIRE(ms.spine.size() == mm.spine.size());
+    const auto index = WeightIndex::open(b.model);
+    const TensorRef* embed = index->find("model.embed_tokens.weight");
+    REQUIRE(embed);
+    std::vector<uint64_t> spine_on_drive(2, 0);
+    bool has_embedding = false;
+    for (size_t i = 0; i < ms.spine.size(); ++i) {
+      const PlacedSpineRecord& r = ms.spine[i];
+      REQUIRE(r.holders.size() == 1);
+      CHECK(r.holders[0].offset % 4096 == 0);
+      spine_on_drive[r.holders[0].drive] += r.payload;
+      has_embedding = has_embedding || (r.tensor == embed->info->name && r.payload == embed->info->nbytes);
+      CHECK(mm.spine[i].holders.size() == 3);
+      CHECK(mm.spine[i].xxh3 == r.xxh3);
+    }
+    CHECK(has_embedding);
+    CHECK(spine_on_drive[0] > 0);
+    CHECK(spine_on_drive[1] > 0);
+    for (const PlacedSpineRecord& r : ms.spine) {  // no routed-expert tensor gets a spine record
+      INFO(r.tensor);
+      CHECK(r.tensor.find(".experts.") == std::string::npos);
+    }
+    const std::string old_path = b.path("v2.json");
+    std::ofstream(old_path) << as_version_2(ms);
+    CHECK(read_placement(old_path).spine.empty());
+
+    const SpinePass resident = spine_pass(b.model, "none", 0);
+    REQUIRE(resident.summary.spine_units_streamed == 0);
+    const double budget = resident.summary.minimum_bytes / 1e9 + 0.00002;  // (nearly) every unit streams
+    const SpinePass shards = spine_pass(b.model, "none", budget);
+    REQUIRE(shards.summary.spine_units_streamed > 0);
+    CHECK(shards.stats.spine_bytes_read > 0);
+    CHECK(shards.stats.spine_record_bytes_read == 0);
+    CHECK(same_bits(resident.logits, shards.logits));
+    for (const std::string& manifest : {spread, mirrored}) {
+      INFO(manifest);
+      const SpinePass placed = spine_pass(b.model, manifest, budget);
+      CHECK(same_bits(resident.logits, placed.logits));
+      CHECK(placed.stats.spine_bytes_read == shards.stats.spine_bytes_read);
+      CHECK(placed.stats.spine_record_bytes_read == placed.stats.spine_bytes_read);  // every streamed byte from a record
+    }
+    const SpinePass old = spine_pass(b.model, old_path, budget);  // version 2: the spine from the shards, as before
+    CHECK(same_bits(resident.logits, old.logits));
+    CHECK(old.stats.spine_bytes_read == shards.stats.spine_bytes_read);
+    CHECK(old.stats.spine_record_bytes_read == 0);
+    const SpinePass unconstrained = spine_pass(b.model, spread, 0);  // resident: the records are not read
+    CHECK(same_bits(resident.logits, unconstrained.logits));
+    CHECK(unconstrained.stats.spine_bytes_read == 0);
+  }
+}
+
+TEST_CASE("spine records: greedy ids of a streamed run from the drives equal the shards'", "[placement][memory-budget]") {
+  Bench b("k3_tiny_mxfp4");
+  const std::string manifest = b.place(2, "p.json", " --replicate 1");
+  const std::string reference = run_stdout(greedy(b.model, " --placement none")).output;
+  const SpinePass resident = spine_pass(b.model, "none", 0);
+  const std::string budget = fmt::format(" --memory-gb {:.6f}", resident.summary.minimum_bytes / 1e9 + 0.00002);
+  CHECK(run_stdout(greedy(b.model, " --placement none" + budget)).output == reference);
+  const auto placed = run_stdout(greedy(b.model, " --placement " + manifest + budget));
+  CHECK(placed.exit_code == 0);
+  CHECK(placed.output == reference);
+}
+
+TEST_CASE("spine records: a corrupt or truncated one is named by verify and never gives wrong logits", "[placement][bad-input]") {
+  Bench b("k2_tiny");
+  const std::string single = b.place(2, "single.json"), mirrored = b.place(2, "mirrored.json", " --replicate 1");
+  const PlacementManifest ms = read_placement(single), mm = read_placement(mirrored);
+  const auto index = WeightIndex::open(b.model);
+  const TensorRef* embed = index->find("model.embed_tokens.weight");
+  REQUIRE(embed);
+  const auto embedding = std::find_if(ms.spine.begin(), ms.spine.end(), [&](const PlacedSpineRecord& r) { return r.tensor == embed->info->name; });
+  REQUIRE(embedding != ms.spine.end());
+  const PlacedSpineRecord& victim = *embedding;  // streamed at the minimum budget
+  const PlacementHolder& where = victim.holders.front();
+  const SpinePass resident = spine_pass(b.model, "none", 0);
+  const double budget = resident.summary.minimum_bytes / 1e9 + 0.00002;
+  REQUIRE(run_deltafin("verify -m " + b.model + " --placement " + single).exit_code == 0);
+
+  SECTION("a flipped byte: verify names the drive's file and the tensor in one line") {
+    flip_byte(ms.drives[where.drive], where.offset + victim.payload / 2);
+    const auto r = run_deltafin("verify -m " + b.model + " --placement " + single);
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(lines_with(r.output, "spine tensor '" + victim.tensor + "'") == 1);
+    CHECK(lines_with(r.output, ms.drives[where.drive] + "): spine tensor '" + victim.tensor + "' at offset " +
+                                   std::to_string(where.offset) + ": checksum mismatch") == 1);
+    CHECK(r.output.find("1 of ") != std::string::npos);
+    // A streamed run checks the record on its first read: one line naming the tensor, no logits.
+    CHECK_THROWS_WITH(spine_pass(b.model, single, budget),
+                      Catch::Contains("spine tensor '" + victim.tensor + "'") && Catch::Contains("does not match its checksum"));
+  }
+  SECTION("a flipped byte with a replica: the run reads the other copy, bit-identical") {
+    for (const PlacedSpineRecord& r : mm.spine) flip_byte(mm.drives[r.holders[0].drive], r.holders[0].offset + 1);
+    const SpinePass placed = spine_pass(b.model, mirrored, budget, true);  // every read checked
+    CHECK(same_bits(resident.logits, placed.logits));
+    CHECK(placed.stats.spine_record_bytes_read == placed.stats.spine_bytes_read);
+    const auto r = run_deltafin("verify -m " + b.model + " --placement " + mirrored);
+    CHECK(r.exit_code == 1);
+    CHECK(lines_with(r.output, "checksum mismatch") == mm.spine.size());
+  }
+  SECTION("a truncated drive: verify names the file and the tensor, and exits 1") {
+    const PlacedSpineRecord* last = nullptr;  // the record that ends drive 0's file
+    for (const PlacedSpineRecord& r : ms.spine)
+      if (r.holders[0].drive == 0 && (!last || r.holders[0].offset > last->holders[0].offset)) last = &r;
+    REQUIRE(last);
+    fs::resize_file(ms.drives[0], last->holders[0].offset + 100);
+    const auto r = run_deltafin("verify -m " + b.model + " --placement " + single);
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(lines_with(r.output, "spine tensor '" + last->tensor + "'") == 1);
+    CHECK(lines_with(r.output, ms.drives[0]) >= 1);
+    CHECK(r.output.find("truncated") != std::string::npos);
+  }
+  SECTION("a spine record of a tensor the checkpoint lacks: run refuses the placement in one line") {
+    PlacementManifest renamed = ms;
+    renamed.spine.front().tensor = "model.no_such.weight";
+    const std::string path = b.path("renamed.json");
+    std::ofstream(path) << placement_json(renamed);
+    const auto r = run_deltafin(greedy(b.model, " --placement " + path));
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+    CHECK(r.output.find(path + ": spine tensor 'model.no_such.weight' is not in the checkpoint") != std::string::npos);
+    const auto v = run_deltafin("verify -m " + b.model + " --placement " + path + " --against-shards");
+    CHECK(v.exit_code == 1);
+    CHECK(v.output.find("spine tensor 'model.no_such.weight' is not in the checkpoint") != std::string::npos);
+  }
+}
+
+TEST_CASE("placement manifest parser: version 3 spine records are checked, version 2 still reads", "[placement][bad-input]") {
+  const std::string head = R"({"format": "deltafin-placement", "version": 3, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a", "/b"], "records": [[1, 0, 100, "00000000000000aa", [[0, 0]]]], )";
+  const PlacementManifest good = parse_placement(head + R"("spine": [["model.embed_tokens.weight", 5000, "00000000000000cc", [[0, 4096], [1, 0]]]]})", "m.json");
+  REQUIRE(good.spine.size() == 1);
+  CHECK(good.spine[0].tensor == "model.embed_tokens.weight");
+  CHECK(good.spine[0].payload == 5000);
+  CHECK(good.spine[0].xxh3 == 0xcc);
+  CHECK(good.spine[0].holders[1].drive == 1);
+  CHECK(parse_placement(placement_json(good), "m.json").spine[0].holders[0].offset == 4096);
+  const std::string v2 = R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a"], "records": []})";
+  CHECK(parse_placement(v2, "m.json").spine.empty());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {head + "\"spine\": 3}", "field 'spine' must be a list"},
+      {R"({"format": "deltafin-placement", "version": 3, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a"], "records": []})", "field 'spine'"},
+      {head + R"("spine": [["t", 10, "00000000000000cc"]]})", "spine record 0: expected [tensor name, bytes, xxh3, holders]"},
+      {head + R"("spine": [["", 10, "00000000000000cc", [[0, 8192]]]]})", "spine record 0: the tensor name is empty"},
+      {head + R"("spine": [["t", 0, "00000000000000cc", [[0, 8192]]]]})", "bytes must be positive"},
+      {head + R"("spine": [["t", 10, "cc", [[0, 8192]]]]})", "spine record 0: checksum"},
+      {head + R"("spine": [["t", 10, "00000000000000cc", [[2, 8192]]]]})", "spine record 0: drive must be an integer below 2"},
+      {head + R"("spine": [["t", 10, "00000000000000cc", [[0, 100]]]]})", "spine record 0: offset 100 is not 4096-aligned"},
+      {head + R"("spine": [["t", 10, "00000000000000cc", [[0, 8192]]], ["t", 10, "00000000000000cc", [[1, 0]]]]})", "spine record 1: tensor 't' is listed twice"},
+      {head + R"("spine": [["t", 10, "00000000000000cc", [[0, 0]]]]})", "spine record 0 and record 0 overlap on drive 0 (at offset 0)"},
+      {head + R"("spine": [["t", 10, "00000000000000cc", [[1, 0]]], ["u", 10, "00000000000000cc", [[1, 0]]]]})", "spine record 0 and spine record 1 overlap on drive 1"},
+      {R"({"format": "deltafin-placement", "version": 4})", "versions 2 to 3"},
   };
   for (const auto& [text, expected] : cases) {
     INFO(text);

@@ -74,6 +74,7 @@ struct DriveReport {
 struct EngineStats {
   uint64_t expert_bytes_read = 0;   // demand + prefetch
   uint64_t spine_bytes_read = 0;    // streamed spine units read (each once per pass)
+  uint64_t spine_record_bytes_read = 0;  // of those, read from the placement's spine records
   uint64_t expert_hits = 0;
   uint64_t expert_misses = 0;
   uint64_t peak_cache_bytes = 0;

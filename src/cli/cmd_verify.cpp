@@ -1,7 +1,7 @@
 // `deltafin verify -m DIR [--placement FILE] [--against-shards [--update-sources]]`: checks that a
 // placement still belongs to its checkpoint (fingerprint, and each source shard's size and
-// modification time) and reads every expert record on every drive that holds it, comparing its
-// XXH3 with the manifest. --against-shards also builds every record again from the shards and
+// modification time) and reads every expert and spine record on every drive that holds it,
+// comparing its XXH3 with the manifest. --against-shards also builds every record again from the shards and
 // compares (a checkpoint whose bytes changed under an unchanged size and mtime); with
 // --update-sources, a placement whose records all match gets the shards' current sizes and
 // modification times written into its manifest (after a `touch` or a copy that kept the bytes).
@@ -43,17 +43,18 @@ Command register_verify(CLI::App& app) {
             const std::string fingerprint = model_fingerprint(experts);
             if (manifest.model != fingerprint)
               fail("{}: placement made for a different model (fingerprint {}, this model {})", path, manifest.model, fingerprint);
-            const std::vector<PlacementSource> sources = placement_sources(*index, experts);
+            const std::vector<PlacementSource> sources = placement_sources(*index, experts, manifest.spine);
             const std::vector<std::string> changes = source_changes(manifest, sources);
             for (const std::string& change : changes) std::fprintf(stderr, "deltafin: %s: stale placement: %s\n", path.c_str(), change.c_str());
 
-            Progress progress("verify", static_cast<int64_t>(manifest.records.size()));
+            const size_t records = manifest.records.size() + manifest.spine.size();
+            Progress progress("verify", static_cast<int64_t>(records));
             std::vector<VerifyFailure> failures =
                 verify_placement(manifest, [&](uint64_t done) { progress.update(static_cast<int64_t>(done)); });
             progress.finish();
             size_t shard_failures = 0;
             if (f->against_shards) {
-              Progress compare("compare with shards", static_cast<int64_t>(manifest.records.size()));
+              Progress compare("compare with shards", static_cast<int64_t>(records));
               const std::vector<VerifyFailure> differ = verify_against_shards(
                   manifest, *index, experts, [&](uint64_t done) { compare.update(static_cast<int64_t>(done)); });
               compare.finish();
@@ -63,20 +64,22 @@ Command register_verify(CLI::App& app) {
             for (const VerifyFailure& failure : failures) std::fprintf(stderr, "deltafin: %s\n", failure.message.c_str());
             uint64_t copies = 0;
             for (const PlacedRecord& r : manifest.records) copies += r.holders.size();
+            for (const PlacedSpineRecord& r : manifest.spine) copies += r.holders.size();
             if (!failures.empty()) {
               std::fprintf(stderr, "deltafin: %zu of %llu record copies failed verification", failures.size() - shard_failures,
                            static_cast<unsigned long long>(copies));
               if (f->against_shards)
-                std::fprintf(stderr, "; %zu of %zu records differ from the shards", shard_failures, manifest.records.size());
+                std::fprintf(stderr, "; %zu of %zu records differ from the shards", shard_failures, records);
               std::fprintf(stderr, "\n");
               return 1;
             }
             if (!changes.empty() && rewrite) {
               manifest.sources = sources;
               rewrite->write(placement_json(manifest));
-              std::printf("verified %llu record copies of %zu experts on %zu drive(s) and against the shards: all match; "
-                          "recorded the shards' current sizes and times in %s\n",
-                          static_cast<unsigned long long>(copies), manifest.records.size(), manifest.drives.size(), path.c_str());
+              std::printf("verified %llu record copies of %zu experts and %zu spine tensors on %zu drive(s) and against the "
+                          "shards: all match; recorded the shards' current sizes and times in %s\n",
+                          static_cast<unsigned long long>(copies), manifest.records.size(), manifest.spine.size(),
+                          manifest.drives.size(), path.c_str());
               check_stdout();
               return 0;
             }
@@ -88,8 +91,9 @@ Command register_verify(CLI::App& app) {
                                              : " (or compare with `--against-shards`)");
               return 1;
             }
-            std::printf("verified %llu record copies of %zu experts on %zu drive(s)%s: all match\n",
-                        static_cast<unsigned long long>(copies), manifest.records.size(), manifest.drives.size(),
+            std::printf("verified %llu record copies of %zu experts and %zu spine tensors on %zu drive(s)%s: all match\n",
+                        static_cast<unsigned long long>(copies), manifest.records.size(), manifest.spine.size(),
+                        manifest.drives.size(),
                         f->against_shards ? " and against the shards" : "");
             check_stdout();
             return 0;

@@ -235,6 +235,7 @@ class ModelEngine final : public Engine {
     EngineStats out;
     out.expert_bytes_read = s.bytes_read, out.expert_hits = s.hits, out.expert_misses = s.misses;
     out.spine_bytes_read = stream_ ? stream_->bytes_read() : 0;
+    out.spine_record_bytes_read = stream_ ? stream_->record_bytes_read() : 0;
     out.peak_cache_bytes = s.peak_cached_bytes, out.cache_budget_bytes = store_.budget_bytes();
     out.passes = p.passes, out.positions = p.positions;
     out.expert_runs = p.expert_runs, out.expert_selections = p.expert_selections;

@@ -11,11 +11,13 @@
 
 #include "io/aligned_buffer.hpp"
 #include "util/error.hpp"
+#include "weights/spine_tensors.hpp"
 
 namespace deltafin {
 
 struct ExpertReader::Read {
   int64_t layer = 0, expert = 0;
+  const std::string* tensor = nullptr;  // a spine record's tensor name (nullptr: an expert)
   const Location* loc = nullptr;
   std::byte* dst = nullptr;
   bool urgent = true;
@@ -72,7 +74,7 @@ std::unique_ptr<ExpertReader> ExpertReader::from_placement(const PlacementManife
   if (manifest.model != fingerprint)
     fail("{}: placement made for a different model (fingerprint {}, this model {}); run `deltafin place` again",
          manifest_path, manifest.model, fingerprint);
-  if (const auto changes = source_changes(manifest, placement_sources(index, experts)); !changes.empty())
+  if (const auto changes = source_changes(manifest, placement_sources(index, experts, manifest.spine)); !changes.empty())
     fail("{}: stale placement: {}; run `deltafin place` again (`deltafin verify --against-shards` compares the records "
          "with the shards)", manifest_path, changes.front());
   std::unique_ptr<ExpertReader> r(new ExpertReader(experts, options));
@@ -89,6 +91,12 @@ std::unique_ptr<ExpertReader> ExpertReader::from_placement(const PlacementManife
   }
   r->shard_drive_ = std::make_unique<DriveQueue>(index.dir(), options.depth);
   for (const PlacedRecord& rec : manifest.records)
+    for (const PlacementHolder& h : rec.holders)
+      if (r->files_[h.drive] && unusable[h.drive].empty() &&
+          h.offset + round_up(rec.payload, manifest.alignment) > r->files_[h.drive]->size())
+        unusable[h.drive] = fmt::format("{}: shorter ({} bytes) than the manifest says (truncated?)",
+                                        manifest.drives[h.drive], r->files_[h.drive]->size());
+  for (const PlacedSpineRecord& rec : manifest.spine)
     for (const PlacementHolder& h : rec.holders)
       if (r->files_[h.drive] && unusable[h.drive].empty() &&
           h.offset + round_up(rec.payload, manifest.alignment) > r->files_[h.drive]->size())
@@ -127,6 +135,26 @@ std::unique_ptr<ExpertReader> ExpertReader::from_placement(const PlacementManife
       r->locations_[layer].push_back(std::move(loc));
     }
   }
+  // Spine records: the tensor's bytes, read without padding (the buffer is the tensor's size). One
+  // whose every holder is unusable is left out: its tensor is read from the shard.
+  const auto tensors = tensors_by_name(index);
+  for (const PlacedSpineRecord& rec : manifest.spine) {
+    auto it = tensors.find(rec.tensor);
+    if (it == tensors.end())
+      fail("{}: spine tensor '{}' is not in the checkpoint; run `deltafin place` again", manifest_path, rec.tensor);
+    if (it->second.info->nbytes != rec.payload)
+      fail("{}: spine tensor '{}' has {} bytes placed, {} in the checkpoint; run `deltafin place` again", manifest_path,
+           rec.tensor, rec.payload, it->second.info->nbytes);
+    Location loc;
+    loc.layout.payload = rec.payload;
+    loc.xxh3 = rec.xxh3;
+    Extent extent{0, rec.payload, {}};
+    for (const PlacementHolder& h : rec.holders)
+      if (unusable[h.drive].empty()) extent.holders.push_back({h.drive, r->files_[h.drive].get(), h.offset});
+    if (extent.holders.empty()) continue;
+    loc.extents.push_back(std::move(extent));
+    r->spine_.emplace(rec.tensor, std::move(loc));
+  }
   for (size_t d = 0; d < unusable.size(); ++d)
     if (!unusable[d].empty())
       spdlog::warn("drive {} ({}) cannot be used, reading its experts from other copies: {}", d, manifest.drives[d],
@@ -144,8 +172,9 @@ uint64_t ExpertReader::buffer_bytes(int64_t layer, int64_t expert) const {
 
 const RecordLayout& ExpertReader::layout(int64_t layer, int64_t expert) const { return at(layer, expert).layout; }
 
-std::string ExpertReader::expert_name(int64_t layer, int64_t expert) const {
-  return fmt::format("expert {}/{} (layer/expert)", layer, expert);
+std::string ExpertReader::read_name(const Read& read) {
+  if (read.tensor) return fmt::format("spine tensor '{}'", *read.tensor);
+  return fmt::format("expert {}/{} (layer/expert)", read.layer, read.expert);
 }
 
 void ExpertReader::read(int64_t layer, int64_t expert, std::byte* dst, bool urgent, Done done) {
@@ -154,6 +183,18 @@ void ExpertReader::read(int64_t layer, int64_t expert, std::byte* dst, bool urge
   read->layer = layer;
   read->expert = expert;
   read->loc = &at(layer, expert);
+  read->dst = dst;
+  read->done = std::move(done);
+  issue_record(read, {});
+}
+
+void ExpertReader::read_spine_record(const std::string& name, std::byte* dst, Done done) {
+  auto it = spine_.find(name);
+  if (it == spine_.end()) fail("no placed record of spine tensor '{}'", name);
+  auto read = std::make_shared<Read>();
+  read->urgent = false;
+  read->tensor = &it->first;
+  read->loc = &it->second;
   read->dst = dst;
   read->done = std::move(done);
   issue_record(read, {});
@@ -212,7 +253,7 @@ void ExpertReader::issue_piece(const std::shared_ptr<Read>& read, size_t x, uint
       drive.mark_failed();
       issue_piece(read, x, begin, length, tried,  // the next holder, or completion with this error
                   std::make_exception_ptr(Error(fmt::format("drive {} ({}): reading {} failed and no other drive holds it: {}",
-                      holder.drive, drive.name(), expert_name(read->layer, read->expert), describe(error)))));
+                      holder.drive, drive.name(), read_name(*read), describe(error)))));
       return;
     }
     if (--read->remaining == 0) finish(read);
@@ -248,7 +289,7 @@ void ExpertReader::finish(const std::shared_ptr<Read>& read) {
       std::vector<int> others;
       for (const Holder& h : holders)
         if (h.drive != next->drive) others.push_back(h.drive);
-      spdlog::warn("{}: checksum mismatch, reading it again from drive {} ({})", expert_name(read->layer, read->expert),
+      spdlog::warn("{}: checksum mismatch, reading it again from drive {} ({})", read_name(*read),
                    next->drive, drives_[next->drive]->name());
       issue_record(read, others);
       return;
@@ -256,7 +297,7 @@ void ExpertReader::finish(const std::shared_ptr<Read>& read) {
     const Holder& h = holders.front();
     error = std::make_exception_ptr(Error(fmt::format(
         "drive {} ({}): {} at offset {} does not match its checksum on any holder (corrupt placement; run `deltafin verify`)",
-        h.drive, drives_[h.drive]->name(), expert_name(read->layer, read->expert), h.offset)));
+        h.drive, drives_[h.drive]->name(), read_name(*read), h.offset)));
   }
   if (!error && check) loc.verified->store(true, std::memory_order_relaxed);
   read->done(error);

@@ -4,6 +4,10 @@
 //     the healthy holder with the lowest expected completion time;
 //   - the original checkpoint shards (no placement): each expert is up to six tensor extents
 //     on the shard files, all on one "drive" (the model directory).
+// A placement with spine records (manifest version 3) also serves the streamed spine: each
+// spine tensor's record is read like an expert record (pieces to the holder expected to finish
+// first, faults and checksums alike), at low priority; tensors without a usable record are read
+// from their shard (read_shard).
 // Faults: a piece that fails (short read, EIO, vanished file) marks its drive failed and is
 // retried on another holder; a record whose XXH3 does not match (checked on its first read in
 // the process, and on every read with verify on) marks the drives it came from suspect and is
@@ -19,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "io/drive_queue.hpp"
@@ -63,6 +68,12 @@ class ExpertReader {
   // placement on a queue of the model directory's own. `done` runs once, on an I/O thread.
   void read_shard(const ReadOnlyFile& file, uint64_t offset, uint64_t length, std::byte* dst, Done done);
 
+  // Whether the placement holds a usable record of the spine tensor `name` (its full name).
+  bool has_spine_record(const std::string& name) const { return spine_.count(name) > 0; }
+  // Reads that record (the tensor's nbytes, no padding) into dst at low priority through the
+  // drives' queues; `done` runs once, on an I/O thread, after it arrived (and was verified).
+  void read_spine_record(const std::string& name, std::byte* dst, Done done);
+
   std::vector<DriveStats> drive_stats() const;
   bool placed() const { return placed_; }
 
@@ -91,7 +102,7 @@ class ExpertReader {
   void issue_piece(const std::shared_ptr<Read>& read, size_t extent, uint64_t begin, uint64_t length,
                    std::vector<int> tried, std::exception_ptr last_error = nullptr);
   void finish(const std::shared_ptr<Read>& read);
-  std::string expert_name(int64_t layer, int64_t expert) const;
+  static std::string read_name(const Read& read);  // "expert 3/7 (layer/expert)", "spine tensor 'x'"
 
   const ExpertTable& experts_;
   ReaderOptions options_;
@@ -100,6 +111,7 @@ class ExpertReader {
   std::vector<std::unique_ptr<DriveQueue>> drives_;
   std::unique_ptr<DriveQueue> shard_drive_;  // with a placement: the model directory's queue (spine reads)
   std::vector<std::vector<Location>> locations_;  // [layer][expert]
+  std::unordered_map<std::string, Location> spine_;  // spine records by tensor name (placement only)
 };
 
 }  // namespace deltafin

@@ -22,6 +22,7 @@
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
+#include "weights/spine_tensors.hpp"
 
 namespace deltafin {
 namespace fs = std::filesystem;
@@ -30,15 +31,69 @@ namespace {
 constexpr uint64_t kAlignment = 4096;
 constexpr uint64_t kSyncEvery = 256 << 20;  // journal a batch of records after this many bytes
 constexpr const char* kJournalMagic = "deltafin-place-journal 1";
+constexpr uint64_t kSpineChunk = 64 << 20;  // a spine record is copied and checked in pieces this large
 
-uint64_t padded(const PlacedRecord& r) { return round_up(r.payload, kAlignment); }
+template <class Record>
+uint64_t padded(const Record& r) { return round_up(r.payload, kAlignment); }
 
 // Bytes each drive's data file needs.
 std::vector<uint64_t> drive_sizes(const PlacementManifest& m) {
   std::vector<uint64_t> size(m.drives.size(), 0);
   for (const PlacedRecord& r : m.records)
     for (const PlacementHolder& h : r.holders) size[h.drive] = std::max(size[h.drive], h.offset + padded(r));
+  for (const PlacedSpineRecord& r : m.spine)
+    for (const PlacementHolder& h : r.holders) size[h.drive] = std::max(size[h.drive], h.offset + padded(r));
   return size;
+}
+
+// Every spine record's tensor in the checkpoint; throws naming the tensor when one is absent.
+std::vector<TensorRef> spine_sources(const WeightIndex& index, const PlacementManifest& m) {
+  const auto by_name = tensors_by_name(index);
+  std::vector<TensorRef> out;
+  for (const PlacedSpineRecord& r : m.spine) {
+    auto it = by_name.find(r.tensor);
+    if (it == by_name.end()) fail("{}: spine tensor '{}' is not in the checkpoint", index.dir(), r.tensor);
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+// XXH3 of a spine tensor's bytes, read from its shard in chunks; `each` sees every chunk
+// (padded(record) bytes in all: the tensor, then zeros).
+uint64_t stream_tensor(const WeightIndex& index, const TensorRef& t, uint64_t padded_bytes, AlignedBuffer& chunk,
+                       const std::function<void(const std::byte*, uint64_t, uint64_t)>& each) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (uint64_t pos = 0; pos < padded_bytes; pos += chunk.size()) {
+    const uint64_t length = std::min<uint64_t>(chunk.size(), padded_bytes - pos);
+    const uint64_t data = pos < t.info->nbytes ? std::min(length, t.info->nbytes - pos) : 0;
+    std::memset(chunk.data() + data, 0, length - data);
+    if (data) index.shard_file(t.shard).read_exact(chunk.data(), data, t.info->offset + pos);
+    XXH3_64bits_update(state, chunk.data(), data);
+    if (each) each(chunk.data(), length, pos);
+  }
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return h;
+}
+
+// XXH3 of the first `payload` bytes of a record on a drive, read around the page cache in chunks.
+uint64_t hash_on_drive(const ReadOnlyFile& file, uint64_t offset, uint64_t payload, AlignedBuffer& chunk) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  try {
+    for (uint64_t pos = 0; pos < payload; pos += chunk.size()) {
+      const uint64_t length = std::min<uint64_t>(chunk.size(), round_up(payload, kAlignment) - pos);
+      file.read_uncached(chunk.data(), length, offset + pos);
+      XXH3_64bits_update(state, chunk.data(), std::min(length, payload - pos));
+    }
+  } catch (...) {
+    XXH3_freeState(state);
+    throw;
+  }
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return h;
 }
 
 void write_all(int fd, const std::byte* data, uint64_t size, uint64_t offset, const std::string& path) {
@@ -128,7 +183,21 @@ PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlan
       bytes[best] += padded(r);
     }
   }
-  // Records lie on each drive in (layer, expert) order.
+  // Spine records: each on the drive with the fewest spine bytes so far (then the fewest bytes),
+  // on every drive when anything is replicated.
+  std::vector<uint64_t> spine_bytes(drives, 0);
+  for (const TensorRef& t : o.spine) {
+    PlacedSpineRecord r{t.info->name, t.info->nbytes, 0, {}};
+    size_t best = 0;
+    for (size_t d = 1; d < drives; ++d)
+      if (std::pair{spine_bytes[d], bytes[d]} < std::pair{spine_bytes[best], bytes[best]}) best = d;
+    r.holders.push_back({static_cast<int>(best), 0});
+    for (size_t d = 0; d < drives; ++d)
+      if (o.replicate > 0 && d != best) r.holders.push_back({static_cast<int>(d), 0});
+    for (const PlacementHolder& h : r.holders) spine_bytes[h.drive] += padded(r), bytes[h.drive] += padded(r);
+    m.spine.push_back(std::move(r));
+  }
+  // Records lie on each drive in (layer, expert) order, then the spine records in checkpoint order.
   std::vector<uint64_t> cursor(drives, 0);
   std::string layout;
   for (const fs::path& dir : dirs) layout += dir.string() + '\n';
@@ -137,6 +206,12 @@ PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlan
       h.offset = cursor[h.drive];
       cursor[h.drive] += padded(r);
       layout += fmt::format("{} {} {} {}\n", r.layer, r.expert, h.drive, h.offset);
+    }
+  for (PlacedSpineRecord& r : m.spine)
+    for (PlacementHolder& h : r.holders) {
+      h.offset = cursor[h.drive];
+      cursor[h.drive] += padded(r);
+      layout += fmt::format("{} {} {}\n", r.tensor, h.drive, h.offset);
     }
   // Data files are named after the model and this layout: another placement of the same model
   // on the same drive never overwrites them, and the same plan finds its own files to resume.
@@ -162,7 +237,8 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
     ~Unlock() { ::unlink(path.c_str()), ::close(fd); }  // unlinked while still held
   } unlock{lock_fd, lock_path};
   OutputFile manifest_out(manifest_path);  // before the data: a wrong directory fails at once
-  plan.sources = placement_sources(index, experts);  // part of the plan: changed shards restart a resume
+  plan.sources = placement_sources(index, experts, plan.spine);  // part of the plan: changed shards restart a resume
+  const std::vector<TensorRef> spine = spine_sources(index, plan);
   const uint64_t plan_hash = XXH3_64bits(placement_json(plan).data(), placement_json(plan).size());
   const std::string journal_path = manifest_path + ".journal";
   const std::vector<uint64_t> sizes = drive_sizes(plan);
@@ -203,7 +279,7 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
     journal.flush();
 
     PlaceProgress p;
-    p.records_total = plan.records.size();
+    p.records_total = plan.records.size() + plan.spine.size();
     uint64_t largest = 0;
     for (const PlacedRecord& r : plan.records) largest = std::max(largest, padded(r));
     AlignedBuffer buffer(largest);
@@ -211,7 +287,10 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
     uint64_t unsynced_bytes = 0;
     auto sync_batch = [&] {
       for (size_t d = 0; d < fds.size(); ++d) sync_or_fail(fds[d], partial[d]);
-      for (size_t i : unsynced) journal << i << ' ' << fmt::format("{:016x}", plan.records[i].xxh3) << '\n';
+      for (size_t i : unsynced)
+        journal << i << ' '
+                << fmt::format("{:016x}", i < plan.records.size() ? plan.records[i].xxh3 : plan.spine[i - plan.records.size()].xxh3)
+                << '\n';
       journal.flush();
       if (!journal) fail("{}: cannot write the placement journal", journal_path);
       unsynced.clear();
@@ -226,6 +305,26 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
         assemble_record(index, experts.at(r.layer, r.expert), buffer.data(), padded(r));
         r.xxh3 = XXH3_64bits(buffer.data(), r.payload);
         for (const PlacementHolder& h : r.holders) write_all(fds[h.drive], buffer.data(), padded(r), h.offset, partial[h.drive]);
+        unsynced.push_back(i);
+        unsynced_bytes += padded(r) * r.holders.size();
+        p.bytes_written += padded(r) * r.holders.size();
+        if (unsynced_bytes >= kSyncEvery) sync_batch();
+      }
+      ++p.records_done;
+      if (progress) progress(p);
+    }
+    // Spine records: journal indices follow the expert records'.
+    AlignedBuffer chunk(kSpineChunk);
+    for (size_t s = 0; s < plan.spine.size(); ++s) {
+      PlacedSpineRecord& r = plan.spine[s];
+      const size_t i = plan.records.size() + s;
+      if (auto it = done.find(i); it != done.end()) {
+        r.xxh3 = it->second;
+        ++p.records_resumed;
+      } else {
+        r.xxh3 = stream_tensor(index, spine[s], padded(r), chunk, [&](const std::byte* data, uint64_t length, uint64_t pos) {
+          for (const PlacementHolder& h : r.holders) write_all(fds[h.drive], data, length, h.offset + pos, partial[h.drive]);
+        });
         unsynced.push_back(i);
         unsynced_bytes += padded(r) * r.holders.size();
         p.bytes_written += padded(r) * r.holders.size();
@@ -278,6 +377,21 @@ std::vector<VerifyFailure> verify_placement(const PlacementManifest& m, const st
     }
     if (progress) progress(++checked);
   }
+  AlignedBuffer chunk(kSpineChunk);
+  for (const PlacedSpineRecord& r : m.spine) {
+    for (const PlacementHolder& h : r.holders) {
+      if (!files[h.drive]) continue;
+      try {
+        if (hash_on_drive(*files[h.drive], h.offset, r.payload, chunk) != r.xxh3)
+          failures.push_back({-1, -1, h.drive,
+                              fmt::format("drive {} ({}): spine tensor '{}' at offset {}: checksum mismatch", h.drive,
+                                          m.drives[h.drive], r.tensor, h.offset)});
+      } catch (const Error& e) {
+        failures.push_back({-1, -1, h.drive, fmt::format("drive {}: spine tensor '{}': {}", h.drive, r.tensor, e.what())});
+      }
+    }
+    if (progress) progress(++checked);
+  }
   return failures;
 }
 
@@ -304,6 +418,21 @@ std::vector<VerifyFailure> verify_against_shards(const PlacementManifest& m, con
                                         "record: the checkpoint changed after placing",
                                         index.shard_path(first.shard), r.layer, r.expert, first.info->name)});
       }
+    }
+    if (progress) progress(++checked);
+  }
+  const auto by_name = tensors_by_name(index);
+  AlignedBuffer chunk(kSpineChunk);
+  for (const PlacedSpineRecord& r : m.spine) {
+    auto it = by_name.find(r.tensor);
+    if (it == by_name.end()) {
+      failures.push_back({-1, -1, -1, fmt::format("spine tensor '{}' is not in the checkpoint", r.tensor)});
+    } else if (it->second.info->nbytes != r.payload) {
+      failures.push_back({-1, -1, -1, fmt::format("{}: spine tensor '{}' has {} bytes placed, {} in the checkpoint",
+                                                  index.shard_path(it->second.shard), r.tensor, r.payload, it->second.info->nbytes)});
+    } else if (stream_tensor(index, it->second, r.payload, chunk, nullptr) != r.xxh3) {
+      failures.push_back({-1, -1, -1, fmt::format("{}: spine tensor '{}' differs from its placed record: the checkpoint "
+                                                  "changed after placing", index.shard_path(it->second.shard), r.tensor)});
     }
     if (progress) progress(++checked);
   }

@@ -3,7 +3,11 @@
 //   plan_placement: every expert's record (RecordLayout: all projections and scales together,
 //     padded to 4096 bytes); primaries spread so that each layer's expected reads (usage counts,
 //     or one per expert) and the bytes are balanced over the drives; the most used `replicate`
-//     fraction of experts gets a copy on every drive. Deterministic for the same inputs.
+//     fraction of experts gets a copy on every drive. Each spine tensor (weights/spine_tensors.hpp)
+//     becomes a record of its own (its bytes, padded to 4096), on the drive with the fewest spine
+//     bytes so far, and on every drive when anything is replicated (a streamed spine record is
+//     read every pass, as often as the most used expert). Spine records follow the experts on
+//     each drive. Deterministic for the same inputs.
 //   write_placement: writes each drive's data file under "<file>.partial", journaling the records
 //     that are synced to disk in "<manifest>.journal", so an interrupted run resumes where it
 //     stopped; renames the data files and writes the manifest (temporary name + rename) at the
@@ -26,12 +30,13 @@ struct PlacementPlanOptions {
   std::vector<std::string> drive_dirs;  // one directory per drive
   const ExpertUsage* usage = nullptr;   // recorded usage, or nullptr
   double replicate = 0;                 // fraction of experts copied to every drive (0..1)
+  std::vector<TensorRef> spine;         // spine tensors to place (placeable_spine_tensors), or none
 };
 
 PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlanOptions& options);
 
 struct PlaceProgress {
-  uint64_t records_done = 0, records_total = 0;
+  uint64_t records_done = 0, records_total = 0;  // expert and spine records
   uint64_t bytes_written = 0;
   uint64_t records_resumed = 0;  // found complete from an interrupted run
 };
@@ -42,15 +47,17 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
                      const std::string& manifest_path, const std::function<void(const PlaceProgress&)>& progress);
 
 struct VerifyFailure {
-  int64_t layer, expert;
+  int64_t layer, expert;  // -1, -1 for a spine record
   int drive;
   std::string message;
 };
 
-// Reads every record on every holder and compares its XXH3 with the manifest's.
+// Reads every record (expert and spine) on every holder and compares its XXH3 with the
+// manifest's; `progress` counts records.
 std::vector<VerifyFailure> verify_placement(const PlacementManifest& manifest, const std::function<void(uint64_t)>& progress);
 // Builds every record again from the checkpoint's shards and compares its XXH3 with the
-// manifest's: a difference means the experts changed after placing (drive -1 in the failures).
+// manifest's: a difference means the experts or spine tensors changed after placing (drive -1 in
+// the failures).
 std::vector<VerifyFailure> verify_against_shards(const PlacementManifest& manifest, const WeightIndex& index,
                                                  const ExpertTable& experts, const std::function<void(uint64_t)>& progress);
 

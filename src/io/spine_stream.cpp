@@ -42,6 +42,8 @@ void SpineStream::add(int64_t unit, const MatrixRef& ref, Buffer* data, Buffer* 
          backend_.name());
   units_[unit].matrices.push_back({ref, data, scales});
   units_[unit].bytes += ref.bytes();
+  for (const TensorRef* t : {&ref.weight, &ref.scale})
+    if (t->info && reader_.has_spine_record(t->info->name)) units_[unit].record_bytes += t->info->nbytes;
   streamed_bytes_ += ref.bytes();
 }
 
@@ -63,12 +65,14 @@ void SpineStream::start(int64_t unit) {
     for (const Matrix& m : u.matrices) u.pending += m.scales ? 2 : 1;
   }
   const auto issue = [&](const TensorRef& t, Buffer* dst) {
-    reader_.read_shard(index_.shard_file(t.shard), t.info->offset, t.info->nbytes, dst->host(), [this, unit](std::exception_ptr e) {
+    auto landed = [this, unit](std::exception_ptr e) {
       std::lock_guard lock(mutex_);
       Unit& v = units_[unit];
       if (e && !v.error) v.error = e;
       if (--v.pending == 0) v.loaded = true, landed_.notify_all();
-    });
+    };
+    if (reader_.has_spine_record(t.info->name)) reader_.read_spine_record(t.info->name, dst->host(), std::move(landed));
+    else reader_.read_shard(index_.shard_file(t.shard), t.info->offset, t.info->nbytes, dst->host(), std::move(landed));
   };
   for (const Matrix& m : u.matrices) {
     issue(m.ref.weight, m.data);
@@ -85,6 +89,7 @@ void SpineStream::wait(int64_t unit) {
     landed_.wait(lock, [&] { return u.loaded; });
     if (u.error) std::rethrow_exception(u.error);
     bytes_read_ += u.bytes;
+    record_bytes_read_ += u.record_bytes;
   }
   if (u.checked) return;
   for (const Matrix& m : u.matrices)
@@ -115,6 +120,11 @@ void SpineStream::enter(int64_t unit) {
 uint64_t SpineStream::bytes_read() const {
   std::lock_guard lock(mutex_);
   return bytes_read_;
+}
+
+uint64_t SpineStream::record_bytes_read() const {
+  std::lock_guard lock(mutex_);
+  return record_bytes_read_;
 }
 
 }  // namespace deltafin

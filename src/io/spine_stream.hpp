@@ -4,8 +4,11 @@
 // cache bypassed, and given back (madvise) once the pass has moved past it. At most two streamed
 // units hold memory at once: the one running and the next one being read (one with a one-unit
 // window: read when its turn comes). Small fp32 vectors (norms, biases, gates) stay resident.
+// Each tensor (a matrix's weights, its scales) is read from its own record on the drives when the
+// placement has one (`deltafin place`, manifest version 3: spread and replicated over the drives,
+// each piece from the holder expected to finish first), else from the checkpoint's shard.
 //
-// The bytes are the checkpoint's, read into the same kind of buffer a resident matrix has, and
+// The bytes are the checkpoint's (a record holds them unchanged), read into the same kind of buffer a resident matrix has, and
 // the ops run in the same order, so a pass computes bit for bit what a resident spine gives.
 // Each streamed matrix is checked for NaN and Inf on its first read in the process.
 #pragma once
@@ -44,6 +47,7 @@ class SpineStream {
   void drain();
 
   uint64_t bytes_read() const;
+  uint64_t record_bytes_read() const;  // the part of bytes_read() read from placed spine records
   uint64_t streamed_bytes() const { return streamed_bytes_; }  // of every streamed unit, once
 
  private:
@@ -55,6 +59,7 @@ class SpineStream {
   struct Unit {
     std::vector<Matrix> matrices;
     uint64_t bytes = 0;     // of its matrices, read each turn
+    uint64_t record_bytes = 0;  // of those, in placed spine records
     bool checked = false;   // NaN/Inf checked after its first read
     int pending = 0;        // reads in flight
     bool loaded = false;    // every read landed
@@ -77,6 +82,7 @@ class SpineStream {
   mutable std::mutex mutex_;
   std::condition_variable landed_;
   uint64_t bytes_read_ = 0;
+  uint64_t record_bytes_read_ = 0;
 };
 
 }  // namespace deltafin

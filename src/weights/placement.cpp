@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iterator>
+#include <unordered_set>
 
 #include <fmt/chrono.h>
 #include <fmt/ranges.h>
@@ -17,6 +18,7 @@
 #include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/json_string.hpp"
+#include "weights/spine_tensors.hpp"
 
 namespace deltafin {
 namespace {
@@ -26,23 +28,77 @@ using simdjson::dom::element;
 
 std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
 
-uint64_t parse_hex64(std::string_view s, const std::string& path, size_t record) {
-  if (s.size() != 16) fail("{}: record {}: checksum must be 16 hex digits", path, record);
+uint64_t parse_hex64(std::string_view s, const std::string& path, const std::string& where) {
+  if (s.size() != 16) fail("{}: {}: checksum must be 16 hex digits", path, where);
   uint64_t v = 0;
   for (char c : s) {
     int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) fail("{}: record {}: checksum must be 16 lowercase hex digits", path, record);
+    if (d < 0) fail("{}: {}: checksum must be 16 lowercase hex digits", path, where);
     v = v << 4 | static_cast<uint64_t>(d);
   }
   return v;
 }
 
-// An unsigned integer array element below `limit`.
-uint64_t unsigned_at(array a, size_t i, uint64_t limit, const std::string& path, size_t record, const char* what) {
+// An unsigned integer array element below `limit`; `where` names the entry ("record 3").
+uint64_t unsigned_at(array a, size_t i, uint64_t limit, const std::string& path, const std::string& where, const char* what) {
   uint64_t v;
   if (a.at(i).get_uint64().get(v) != simdjson::SUCCESS || v >= limit)
-    fail("{}: record {}: {} must be an integer below {}", path, record, what, limit);
+    fail("{}: {}: {} must be an integer below {}", path, where, what, limit);
   return v;
+}
+
+uint64_t unsigned_at(array a, size_t i, uint64_t limit, const std::string& path, size_t record, const char* what) {
+  return unsigned_at(a, i, limit, path, fmt::format("record {}", record), what);
+}
+
+constexpr uint64_t kMaxBytes = uint64_t{1} << 40, kMaxOffset = uint64_t{1} << 50;
+
+// A record's holders: 1 to drives [drive, offset] pairs, aligned, each drive once.
+std::vector<PlacementHolder> parse_holders(element e, const PlacementManifest& m, const std::string& path,
+                                           const std::string& where) {
+  array holders;
+  if (e.get_array().get(holders) != simdjson::SUCCESS || holders.size() == 0 || holders.size() > m.drives.size())
+    fail("{}: {}: holders must list 1 to {} [drive, offset] pairs", path, where, m.drives.size());
+  std::vector<PlacementHolder> out;
+  for (element h : holders) {
+    array pair;
+    if (h.get_array().get(pair) != simdjson::SUCCESS || pair.size() != 2)
+      fail("{}: {}: each holder must be [drive, offset]", path, where);
+    PlacementHolder holder;
+    holder.drive = static_cast<int>(unsigned_at(pair, 0, m.drives.size(), path, where, "drive"));
+    holder.offset = unsigned_at(pair, 1, kMaxOffset, path, where, "offset");
+    if (holder.offset % m.alignment) fail("{}: {}: offset {} is not {}-aligned", path, where, holder.offset, m.alignment);
+    for (const PlacementHolder& other : out)
+      if (other.drive == holder.drive) fail("{}: {}: drive {} is listed twice", path, where, holder.drive);
+    out.push_back(holder);
+  }
+  return out;
+}
+
+// Version 3's "spine": [[tensor, bytes, xxh3, holders], ...], names unique.
+std::vector<PlacedSpineRecord> parse_spine(simdjson::dom::object top, const PlacementManifest& m, const std::string& path) {
+  array spine;
+  if (top["spine"].get_array().get(spine) != simdjson::SUCCESS) fail("{}: field 'spine' must be a list", path);
+  std::vector<PlacedSpineRecord> out;
+  std::unordered_set<std::string_view> names;
+  for (element e : spine) {
+    const std::string where = fmt::format("spine record {}", out.size());
+    array r;
+    std::string_view name, sum;
+    if (e.get_array().get(r) != simdjson::SUCCESS || r.size() != 4 || r.at(0).get_string().get(name) != simdjson::SUCCESS ||
+        r.at(2).get_string().get(sum) != simdjson::SUCCESS)
+      fail("{}: {}: expected [tensor name, bytes, xxh3, holders]", path, where);
+    if (name.empty()) fail("{}: {}: the tensor name is empty", path, where);
+    if (!names.insert(name).second) fail("{}: {}: tensor '{}' is listed twice", path, where, name);
+    PlacedSpineRecord rec;
+    rec.tensor = std::string(name);
+    rec.payload = unsigned_at(r, 1, kMaxBytes, path, where, "bytes");
+    if (rec.payload == 0) fail("{}: {} ('{}'): bytes must be positive", path, where, name);
+    rec.xxh3 = parse_hex64(sum, path, where);
+    rec.holders = parse_holders(r.at(3), m, path, where);
+    out.push_back(std::move(rec));
+  }
+  return out;
 }
 
 // An mtime as UTC "2026-12-03 08:21:04.123456789".
@@ -74,9 +130,10 @@ PlacementManifest parse_placement(std::string_view json, const std::string& path
   if (top["format"].get_string().get(format) != simdjson::SUCCESS || format != "deltafin-placement")
     fail("{}: not a deltafin placement manifest (\"format\" must be \"deltafin-placement\")", path);
   int64_t version;
-  if (top["version"].get_int64().get(version) != simdjson::SUCCESS || version != PlacementManifest::kVersion)
-    fail("{}: unsupported manifest version (this build reads version {}; run `deltafin place` again)", path,
-         PlacementManifest::kVersion);
+  if (top["version"].get_int64().get(version) != simdjson::SUCCESS || version < PlacementManifest::kOldestReadable ||
+      version > PlacementManifest::kVersion)
+    fail("{}: unsupported manifest version (this build reads versions {} to {}; run `deltafin place` again)", path,
+         PlacementManifest::kOldestReadable, PlacementManifest::kVersion);
 
   PlacementManifest m;
   std::string_view model;
@@ -114,10 +171,10 @@ PlacementManifest parse_placement(std::string_view json, const std::string& path
     m.drives.emplace_back(s);
   }
   if (top["records"].get_array().get(records) != simdjson::SUCCESS) fail("{}: field 'records' must be a list", path);
-  constexpr uint64_t kMaxIndex = 1u << 20, kMaxBytes = uint64_t{1} << 40, kMaxOffset = uint64_t{1} << 50;
+  constexpr uint64_t kMaxIndex = 1u << 20;
   size_t i = 0;
   for (element e : records) {
-    array r, holders;
+    array r;
     if (e.get_array().get(r) != simdjson::SUCCESS || r.size() != 5)
       fail("{}: record {}: expected [layer, expert, bytes, xxh3, holders]", path, i);
     PlacedRecord rec;
@@ -127,37 +184,30 @@ PlacementManifest parse_placement(std::string_view json, const std::string& path
     if (rec.payload == 0) fail("{}: record {}: bytes must be positive", path, i);
     std::string_view sum;
     if (r.at(3).get_string().get(sum) != simdjson::SUCCESS) fail("{}: record {}: xxh3 must be a string", path, i);
-    rec.xxh3 = parse_hex64(sum, path, i);
-    if (r.at(4).get_array().get(holders) != simdjson::SUCCESS || holders.size() == 0 || holders.size() > m.drives.size())
-      fail("{}: record {}: holders must list 1 to {} [drive, offset] pairs", path, i, m.drives.size());
-    for (element h : holders) {
-      array pair;
-      if (h.get_array().get(pair) != simdjson::SUCCESS || pair.size() != 2)
-        fail("{}: record {}: each holder must be [drive, offset]", path, i);
-      PlacementHolder holder;
-      holder.drive = static_cast<int>(unsigned_at(pair, 0, m.drives.size(), path, i, "drive"));
-      holder.offset = unsigned_at(pair, 1, kMaxOffset, path, i, "offset");
-      if (holder.offset % m.alignment) fail("{}: record {}: offset {} is not {}-aligned", path, i, holder.offset, m.alignment);
-      for (const PlacementHolder& other : rec.holders)
-        if (other.drive == holder.drive) fail("{}: record {}: drive {} is listed twice", path, i, holder.drive);
-      rec.holders.push_back(holder);
-    }
+    rec.xxh3 = parse_hex64(sum, path, fmt::format("record {}", i));
+    rec.holders = parse_holders(r.at(4), m, path, fmt::format("record {}", i));
     if (!m.records.empty() && std::pair{rec.layer, rec.expert} <= std::pair{m.records.back().layer, m.records.back().expert})
       fail("{}: record {}: records must be sorted by (layer, expert) without repeats", path, i);
     m.records.push_back(std::move(rec));
     ++i;
   }
-  // No two records may share bytes on one drive: (offset, end, record) per drive, sorted.
-  std::vector<std::vector<std::tuple<uint64_t, uint64_t, size_t>>> extents(m.drives.size());
+  if (version >= 3) m.spine = parse_spine(top, m, path);
+  // No two records may share bytes on one drive: (offset, end, spine?, index) per drive, sorted.
+  std::vector<std::vector<std::tuple<uint64_t, uint64_t, bool, size_t>>> extents(m.drives.size());
   for (size_t r = 0; r < m.records.size(); ++r)
-    for (const PlacementHolder& h : m.records[r].holders)
-      extents[h.drive].emplace_back(h.offset, h.offset + m.records[r].payload, r);
+    for (const PlacementHolder& h : m.records[r].holders) extents[h.drive].emplace_back(h.offset, h.offset + m.records[r].payload, false, r);
+  for (size_t r = 0; r < m.spine.size(); ++r)
+    for (const PlacementHolder& h : m.spine[r].holders) extents[h.drive].emplace_back(h.offset, h.offset + m.spine[r].payload, true, r);
+  const auto name = [](bool spine, size_t r) { return fmt::format("{}record {}", spine ? "spine " : "", r); };
   for (size_t d = 0; d < extents.size(); ++d) {
     std::sort(extents[d].begin(), extents[d].end());
-    for (size_t k = 1; k < extents[d].size(); ++k)
-      if (std::get<0>(extents[d][k]) < std::get<1>(extents[d][k - 1]))
-        fail("{}: records {} and {} overlap on drive {} (at offset {})", path, std::get<2>(extents[d][k - 1]),
-             std::get<2>(extents[d][k]), d, std::get<0>(extents[d][k]));
+    for (size_t k = 1; k < extents[d].size(); ++k) {
+      const auto& [begin, end_a, spine_a, a] = extents[d][k - 1];
+      const auto& [offset, end_b, spine_b, b] = extents[d][k];
+      if (offset >= end_a) continue;
+      if (!spine_a && !spine_b) fail("{}: records {} and {} overlap on drive {} (at offset {})", path, a, b, d, offset);
+      fail("{}: {} and {} overlap on drive {} (at offset {})", path, name(spine_a, a), name(spine_b, b), d, offset);
+    }
   }
   return m;
 }
@@ -181,6 +231,14 @@ std::string placement_json(const PlacementManifest& m) {
     for (size_t h = 0; h < r.holders.size(); ++h)
       out += fmt::format("{}[{}, {}]", h ? ", " : "", r.holders[h].drive, r.holders[h].offset);
     out += i + 1 < m.records.size() ? "]],\n" : "]]\n";
+  }
+  out += " ],\n \"spine\": [\n";
+  for (size_t i = 0; i < m.spine.size(); ++i) {
+    const PlacedSpineRecord& r = m.spine[i];
+    out += fmt::format("  [{}, {}, \"{}\", [", json_string(r.tensor), r.payload, hex64(r.xxh3));
+    for (size_t h = 0; h < r.holders.size(); ++h)
+      out += fmt::format("{}[{}, {}]", h ? ", " : "", r.holders[h].drive, r.holders[h].offset);
+    out += i + 1 < m.spine.size() ? "]],\n" : "]]\n";
   }
   out += " ]}\n";
   return out;
@@ -206,8 +264,14 @@ std::string model_fingerprint(const ExpertTable& experts) {
   return hex64(h);
 }
 
-std::vector<PlacementSource> placement_sources(const WeightIndex& index, const ExpertTable& experts) {
+std::vector<PlacementSource> placement_sources(const WeightIndex& index, const ExpertTable& experts,
+                                               const std::vector<PlacedSpineRecord>& spine) {
   std::vector<bool> used(static_cast<size_t>(index.shard_count()), false);
+  if (!spine.empty()) {
+    const auto by_name = tensors_by_name(index);
+    for (const PlacedSpineRecord& r : spine)
+      if (auto it = by_name.find(r.tensor); it != by_name.end()) used[it->second.shard] = true;
+  }
   for (int64_t layer = 0; layer < experts.layers(); ++layer) {
     if (!experts.has(layer)) continue;
     for (int64_t e = 0; e < experts.experts(); ++e)
@@ -228,7 +292,7 @@ std::vector<std::string> source_changes(const PlacementManifest& m, const std::v
   for (const PlacementSource& then : m.sources) {
     auto it = std::find_if(now.begin(), now.end(), [&](const PlacementSource& s) { return s.shard == then.shard; });
     if (it == now.end())
-      changes.push_back(fmt::format("shard {} held experts when the placement was made and holds none now", then.shard));
+      changes.push_back(fmt::format("shard {} held placed tensors when the placement was made and holds none now", then.shard));
     else if (it->bytes != then.bytes)
       changes.push_back(fmt::format("shard {} changed since the placement was made ({} bytes then, {} now)", then.shard,
                                     then.bytes, it->bytes));
@@ -238,7 +302,7 @@ std::vector<std::string> source_changes(const PlacementManifest& m, const std::v
   }
   for (const PlacementSource& s : now)
     if (std::none_of(m.sources.begin(), m.sources.end(), [&](const PlacementSource& t) { return t.shard == s.shard; }))
-      changes.push_back(fmt::format("shard {} holds experts now but did not when the placement was made", s.shard));
+      changes.push_back(fmt::format("shard {} holds placed tensors now but did not when the placement was made", s.shard));
   return changes;
 }
 

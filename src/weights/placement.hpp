@@ -1,17 +1,21 @@
 // The placement manifest: where every routed expert lives once `deltafin place` has repacked
-// the experts into expert-contiguous records on one or more drives. Versioned JSON:
-//   { "format": "deltafin-placement", "version": 2,
+// the experts into expert-contiguous records on one or more drives, and where each spine matrix
+// tensor's own record lives (read by the streamed spine, io/spine_stream.hpp). Versioned JSON:
+//   { "format": "deltafin-placement", "version": 3,
 //     "model": "<xxh3 fingerprint of the expert tensors' names, dtypes and shapes>",
 //     "alignment": 4096,
 //     "sources": [["model-00001-of-00002.safetensors", bytes, mtime_ns], ...],  // shards the experts came from
 //     "drives": ["/mnt/d0/deltafin-experts-<model>.bin", ...],      // one data file per drive
-//     "records": [[layer, expert, payload_bytes, "<xxh3 of the payload>", [[drive, offset], ...]], ...] }
+//     "records": [[layer, expert, payload_bytes, "<xxh3 of the payload>", [[drive, offset], ...]], ...],
+//     "spine": [["<tensor name>", bytes, "<xxh3 of the tensor>", [[drive, offset], ...]], ...] }
+// Version 2 manifests (no "spine") are still read: they have no spine records, and the streamed
+// spine is then read from the checkpoint's shards.
 // Every record starts at an `alignment`-aligned offset and occupies round_up(payload, alignment)
 // bytes (zero padding), so O_DIRECT reads need no bounce buffer. A record's holders are every
 // drive with a copy (the first is the primary). parse_placement() checks everything a reader
 // relies on and names the file in every error; it is fuzzed.
 // Staleness: a record's XXH3 is the hash of its expert's source tensor bytes as laid out in the
-// record (zero padding between parts), taken while placing, so `verify --against-shards` can
+// record (zero padding between parts; a spine record: the tensor's bytes), taken while placing, so `verify --against-shards` can
 // compare records with the checkpoint; `run` compares each source shard's size and modification
 // time with `sources` and refuses a placement whose shards changed.
 #pragma once
@@ -37,7 +41,16 @@ struct PlacedRecord {
   std::vector<PlacementHolder> holders;
 };
 
-// A checkpoint shard that held expert tensors when the placement was made.
+// One spine tensor (a matrix's weight or scales) as a record of its own: the tensor's bytes,
+// padded to `alignment`, at each holder's offset.
+struct PlacedSpineRecord {
+  std::string tensor;    // its full name in the checkpoint
+  uint64_t payload = 0;  // the tensor's bytes
+  uint64_t xxh3 = 0;     // XXH3-64 of them
+  std::vector<PlacementHolder> holders;
+};
+
+// A checkpoint shard that held placed (expert or spine) tensors when the placement was made.
 struct PlacementSource {
   std::string shard;     // file name inside the model directory
   uint64_t bytes = 0;    // its size then
@@ -46,12 +59,14 @@ struct PlacementSource {
 };
 
 struct PlacementManifest {
-  static constexpr int kVersion = 2;
+  static constexpr int kVersion = 3;          // written
+  static constexpr int kOldestReadable = 2;   // read (without spine records)
   std::string model;                  // fingerprint (model_fingerprint())
   uint64_t alignment = 4096;
   std::vector<PlacementSource> sources;  // in the checkpoint's shard order
   std::vector<std::string> drives;    // data file paths, one per drive
   std::vector<PlacedRecord> records;  // ordered by (layer, expert)
+  std::vector<PlacedSpineRecord> spine;  // in the order they lie on the drives; names unique
 
   // The record of (layer, expert), or nullptr.
   const PlacedRecord* find(int64_t layer, int64_t expert) const;
@@ -67,8 +82,10 @@ std::string placement_json(const PlacementManifest& manifest);
 // shape and size, in (layer, expert, part) order. A manifest only serves the model it was made for.
 std::string model_fingerprint(const ExpertTable& experts);
 
-// The shards that hold `experts` tensors now, with their size and modification time.
-std::vector<PlacementSource> placement_sources(const WeightIndex& index, const ExpertTable& experts);
+// The shards that hold `experts` tensors or the spine tensors named by `spine` now, with their
+// size and modification time.
+std::vector<PlacementSource> placement_sources(const WeightIndex& index, const ExpertTable& experts,
+                                               const std::vector<PlacedSpineRecord>& spine);
 // One line per difference between the sources a placement was made from and `now`, each naming
 // the shard; empty when the placement is current.
 std::vector<std::string> source_changes(const PlacementManifest& manifest, const std::vector<PlacementSource>& now);

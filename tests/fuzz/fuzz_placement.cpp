@@ -1,6 +1,6 @@
 // libFuzzer target: placement manifest parsing. Any input must either parse into a manifest
-// whose invariants hold (sorted records, holders on listed drives at aligned offsets) or be
-// refused with deltafin::Error; anything else is a finding.
+// whose invariants hold (sorted records, holders of expert and spine records on listed drives at
+// aligned offsets) or be refused with deltafin::Error; anything else is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,9 +20,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (h.drive < 0 || static_cast<size_t>(h.drive) >= m.drives.size() || h.offset % m.alignment) __builtin_trap();
       if (m.find(r.layer, r.expert) != &r) __builtin_trap();
     }
+    for (const deltafin::PlacedSpineRecord& r : m.spine) {
+      if (r.holders.empty() || r.payload == 0 || r.tensor.empty()) __builtin_trap();
+      for (const auto& h : r.holders)
+        if (h.drive < 0 || static_cast<size_t>(h.drive) >= m.drives.size() || h.offset % m.alignment) __builtin_trap();
+    }
     // Printing and parsing again gives the same manifest.
     const deltafin::PlacementManifest again = deltafin::parse_placement(deltafin::placement_json(m), "fuzz/again.json");
-    if (again.records.size() != m.records.size() || again.drives != m.drives) __builtin_trap();
+    if (again.records.size() != m.records.size() || again.drives != m.drives || again.spine.size() != m.spine.size())
+      __builtin_trap();
+    for (size_t i = 0; i < m.spine.size(); ++i)
+      if (again.spine[i].tensor != m.spine[i].tensor || again.spine[i].xxh3 != m.spine[i].xxh3) __builtin_trap();
   } catch (const deltafin::Error&) {
   }
   return 0;

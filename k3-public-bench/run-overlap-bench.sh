@@ -10,7 +10,8 @@
 # Arms: `disk` places the experts on DIR (this machine's own disk; default /var/tmp/deltafin-overlap)
 # and runs cold (page cache dropped before each run, expert reads bypass it) and warm (the records
 # in the page cache from the run before, --no-bypass); `--throttled N:MBPS` also places them striped
-# on N loop-device drives capped at MBPS MB/s (scripts/drives.sh; root) and runs cold. Every binary
+# on N loop-device drives capped at MBPS MB/s (scripts/drives.sh; root; refused while drives
+# are up) and runs cold. Every binary
 # (--bin, default this build) runs with every flag set (--flags, default none), interleaved,
 # --repeat times. Prints one line per run and the medians per arm, and writes them to --out
 # (default WORK/overlap.txt). Needs python3 (stdlib) and, for cold runs, root.
@@ -49,7 +50,6 @@ arms=()  # name|manifest|exec prefix|cold (1) or warm (0)
 arms+=("disk-cold|$work/disk.json||1" "disk-warm|$work/disk.json||0")
 if [ -n "$throttled" ]; then
   n=${throttled%%:*} mbps=${throttled#*:}
-  "$root/scripts/drives.sh" down > /dev/null 2>&1 || true
   "$root/scripts/drives.sh" up "$n" --size-gb 8 --read-mbps "$mbps" > /dev/null
   trap '"$root/scripts/drives.sh" down >/dev/null 2>&1 || true' EXIT
   args=()

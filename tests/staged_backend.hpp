@@ -81,8 +81,13 @@ class StagedBackend final : public Backend {
       ExpertSource& inner;
       Buffer *hidden, *view;
       Viewed(ExpertSource& s, Buffer* h, Buffer* v) : inner(s), hidden(h), view(v) {}
-      Resident acquire(int32_t expert) override {
-        Resident r = inner.acquire(expert);
+      Resident acquire(int32_t expert) override { return viewed(inner.acquire(expert), expert); }
+      size_t acquire_next(std::span<const int32_t> pending, Resident& out) override {
+        const size_t i = inner.acquire_next(pending, out);
+        out = viewed(std::move(out), pending[i]);
+        return i;
+      }
+      Resident viewed(Resident r, int32_t expert) const {
         for (Weight& w : r.proj) {
           if (w.data != hidden || (w.scales && w.scales != hidden)) fail("expert {}: weights outside the slot pool", expert);
           w.data = view;

@@ -87,7 +87,12 @@ struct EngineStats {
   uint64_t prefetch_reads = 0;
   uint64_t prefetch_used = 0;
   uint64_t prefetch_bytes = 0;
+  uint64_t prefetch_cancelled = 0;  // guesses dropped unread when their layer chose otherwise
   double io_wait_seconds = 0;       // compute waiting for expert reads
+  double spine_wait_seconds = 0;    // compute waiting for streamed spine units
+  // Busy time (a read in flight) of the queue streamed spine units are read through: with a
+  // placement the model directory's, else the one drive of `drives`.
+  double spine_drive_busy_seconds = 0;
   // Device time (CUDA with DELTAFIN_DEVICE_PROFILE=1; else all 0): the spine's ops, the expert
   // op's kernels, and the copies of expert records into device memory.
   double device_spine_seconds = 0, device_expert_seconds = 0, device_upload_seconds = 0;

@@ -16,9 +16,11 @@
 // enqueued, so its fences have passed by the time commit() returns.
 //
 // Experts. routed_experts() takes the union of a pass's chosen experts and an ExpertSource; the
-// backend acquires them in ascending order (blocking until each is resident, so compute
-// overlaps the reads still in flight) and keeps each pin until the commands that read that
-// expert have completed: a slot is never reused under a running kernel.
+// backend acquires them as their reads land (acquire_next: any resident one of those left, so
+// compute overlaps the reads still in flight; a backend may instead acquire in ascending order)
+// and keeps each pin until the commands that read that expert have completed: a slot is never
+// reused under a running kernel. Whatever the order they run in, the weighted sum per position
+// is taken in ascending expert order.
 //
 // Exactness. Every op is batch-invariant: row t of an n-row call equals a one-row call on row t
 // (fixed reduction order; work split over rows or heads, never inside a sum; nothing depends on
@@ -47,6 +49,14 @@ class ExpertSource {
   virtual ~ExpertSource() = default;
   // Blocks until `expert` is resident; throws when its read failed.
   virtual Resident acquire(int32_t expert) = 0;
+  // Blocks until one of `pending` (experts not yet acquired, ascending) is resident and returns
+  // its index in `pending`, the expert in `out`: the first resident one in the list, so the
+  // experts run in the order their reads land. Throws when that one's read failed. The default
+  // is ascending order: index 0.
+  virtual size_t acquire_next(std::span<const int32_t> pending, Resident& out) {
+    out = acquire(pending.front());
+    return 0;
+  }
   // How many experts can be resident at once. A backend that holds pins past an expert's own
   // kernels holds at most capacity() - 1, so that the next expert can always be read.
   virtual int64_t capacity() const = 0;
@@ -159,7 +169,8 @@ class Backend {
                      const Tensor& weights) = 0;
   // out [n, in] = per row, the sum in ascending expert order of weight * down(act(gate x, up x))
   // over the row's experts (ids, weights as route() writes them); `experts` is the union of ids,
-  // ascending; width the experts' inner size.
+  // ascending; width the experts' inner size. The CPU runs each expert as its read lands
+  // (acquire_next) into its own partial and adds the partials in ascending order.
   virtual void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
                               ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) = 0;
 };

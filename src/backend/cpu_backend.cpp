@@ -163,6 +163,9 @@ class CpuBackend final : public Backend {
       cpu::route_token(spec, row(logits, t), bias.buffer ? bias.f32() : nullptr, ids.i32() + t * ids.stride, row(weights, t));
   }
 
+  // Each expert runs as its read lands (acquire_next) into its own partial y [uses, in]; the
+  // partials are added to `out` in ascending expert order as soon as every lower expert's is
+  // there, so the sum per row is the same whatever order the reads arrive in.
   void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
                       ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) override {
     const int64_t in = x.cols, k = ids.cols;
@@ -171,19 +174,39 @@ class CpuBackend final : public Backend {
       for (int64_t j = 0; j < k; ++j) users[ids.i32()[t * ids.stride + j]].push_back({t, row(weights, t)[j]});
     if (users.size() != experts.size()) fail("routed_experts: the expert list does not match the ids");
     fill(out, 0.0f);
-    std::vector<float> xs, gate, up, y;
-    for (int32_t expert : experts) {
-      const auto& uses = users.at(expert);
-      const ExpertSource::Resident w = source.acquire(expert);  // pinned until this expert has run
+    const size_t count = experts.size();
+    std::vector<int32_t> pending(experts.begin(), experts.end());  // not yet run, ascending
+    std::vector<size_t> slot(count);                               // pending[i] is experts[slot[i]]
+    for (size_t i = 0; i < count; ++i) slot[i] = i;
+    std::vector<std::vector<float>> partial(count);  // y of experts that ran, until summed
+    std::vector<bool> ran(count, false);
+    size_t summed = 0;  // experts [0, summed) are in `out`
+    std::vector<float> xs, gate, up;
+    while (!pending.empty()) {
+      ExpertSource::Resident w;
+      const size_t i = source.acquire_next(pending, w);  // pinned until this expert has run
+      const size_t e = slot[i];
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+      slot.erase(slot.begin() + static_cast<std::ptrdiff_t>(i));
+      const auto& uses = users.at(experts[e]);
       const int64_t m = static_cast<int64_t>(uses.size());
-      xs.resize(m * in), gate.resize(m * width), up.resize(m * width), y.resize(m * in);
-      for (int64_t i = 0; i < m; ++i) std::copy_n(row(x, uses[i].first), in, xs.data() + i * in);
+      xs.resize(m * in), gate.resize(m * width), up.resize(m * width);
+      std::vector<float>& y = partial[e];
+      y.resize(m * in);
+      for (int64_t r = 0; r < m; ++r) std::copy_n(row(x, uses[r].first), in, xs.data() + r * in);
       matmul_rows(w.proj[0].host_view(), xs.data(), in, m, gate.data(), width);
       matmul_rows(w.proj[1].host_view(), xs.data(), in, m, up.data(), width);
       if (act.kind == GatedActivation::kSiLU) cpu::silu_mul(gate.data(), up.data(), m * width);
       else cpu::situ_mul(gate.data(), up.data(), m * width, act.beta, act.linear_beta);
       matmul_rows(w.proj[2].host_view(), gate.data(), width, m, y.data(), in);
-      for (int64_t i = 0; i < m; ++i) cpu::axpy(uses[i].second, y.data() + i * in, row(out, uses[i].first), in);
+      w.pin.reset();  // the slot may take another read while the sum waits
+      ran[e] = true;
+      for (; summed < count && ran[summed]; ++summed) {
+        const auto& done = users.at(experts[summed]);
+        for (size_t r = 0; r < done.size(); ++r)
+          cpu::axpy(done[r].second, partial[summed].data() + r * in, row(out, done[r].first), in);
+        std::vector<float>().swap(partial[summed]);
+      }
     }
   }
 

@@ -161,6 +161,7 @@ int run(const RunFlags& f) {
     emit(stops.finish());
   }
   emit("\n");
+  report.at_decode_end = engine->stats();
   const auto t2 = Clock::now();
   std::signal(SIGINT, SIG_DFL);
   if (g_interrupted) std::fprintf(stderr, "deltafin: interrupted\n");

@@ -59,6 +59,7 @@ struct RunReport {
   double decode_seconds = 0;
   int64_t decode_tokens = 0;         // decode passes (the first generated token comes from prefill)
   EngineStats at_decode_start;        // to separate decode's expert reads from prefill's
+  EngineStats at_decode_end;          // the decode's own counters (the overlap line)
   std::vector<int32_t> generated;
   SpeculativeStats speculative;
   std::string drafter = "off";

@@ -1,7 +1,8 @@
 // The run receipt (--stats, to stderr) and its JSON twin (--stats-json FILE): speed of prefill
 // and decode, expert bytes (decode's separately: the storage cost of a token), cache hits, each
 // drive's bytes and rate while busy, peak memory against the budget, the memory plan (--memory-gb:
-// what is resident, what streams) and the spine bytes streamed, and the ids' hash.
+// what is resident, what streams) and the spine bytes streamed, how well the decode overlapped
+// compute and reads (cli/overlap.hpp), and the ids' hash.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
+#include "cli/overlap.hpp"
 #include "util/error.hpp"
 #include "util/ids_hash.hpp"
 #include "util/json_string.hpp"
@@ -55,11 +57,18 @@ void print_receipt(const Engine& engine, const RunReport& r) {
                  static_cast<double>(decode_runs) / decode_passes / moe_layers,
                  sp.committed ? decode_bytes / kGB / sp.committed : 0.0);
   if (s.prefetch_reads)
-    std::fprintf(stderr, "prefetch  %" PRIu64 " reads (%.4f GB), %" PRIu64 " used (%.1f%%)\n", s.prefetch_reads,
-                 s.prefetch_bytes / kGB, s.prefetch_used, 100.0 * s.prefetch_used / s.prefetch_reads);
+    std::fprintf(stderr, "prefetch  %" PRIu64 " reads (%.4f GB), %" PRIu64 " used (%.1f%%), %" PRIu64 " cancelled unread\n",
+                 s.prefetch_reads, s.prefetch_bytes / kGB, s.prefetch_used, 100.0 * s.prefetch_used / s.prefetch_reads,
+                 s.prefetch_cancelled);
   if (s.device_spine_seconds > 0 || s.device_expert_seconds > 0)
     std::fprintf(stderr, "device    %.4f s spine ops, %.4f s expert kernels; %.4f GB copied into device memory in %.4f s\n",
                  s.device_spine_seconds, s.device_expert_seconds, s.device_upload_bytes / kGB, s.device_upload_seconds);
+  if (r.decode_tokens) {
+    const Overlap o = decode_overlap(r.at_decode_start, r.at_decode_end, r.decode_seconds);
+    std::fprintf(stderr, "overlap   decode %.3f s: compute %.3f s (the compute thread waited %.3f s on reads), I/O %.3f s "
+                 "(busiest drive); bound max(compute, I/O) %.3f s = %.1f%% of the decode\n",
+                 o.wall, o.compute, o.read_wait, o.io, o.bound, 100.0 * o.fraction);
+  }
   for (size_t d = 0; d < s.drives.size(); ++d) {
     const DriveReport& dr = s.drives[d];
     std::fprintf(stderr, "drive %zu   %.4f GB in %" PRIu64 " reads, %.2f GB/s while busy (%.3f s)%s  %s\n", d,
@@ -98,13 +107,18 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
                           d ? "," : "", json_string(dr.path), dr.bytes, dr.reads, dr.errors, dr.busy_seconds, dr.failed,
                           dr.bytes - before.bytes, dr.busy_seconds - before.busy_seconds);
   }
+  const Overlap o = decode_overlap(r.at_decode_start, r.at_decode_end, r.decode_seconds);
+  const std::string overlap = fmt::format(
+      "{{\"decode_seconds\": {:.6f}, \"read_wait_seconds\": {:.6f}, \"compute_seconds\": {:.6f}, \"io_seconds\": {:.6f}, "
+      "\"busiest_drive\": {}, \"bound_seconds\": {:.6f}, \"fraction\": {:.6f}}}",
+      o.wall, o.read_wait, o.compute, o.io, json_string(o.busiest), o.bound, o.fraction);
   const std::string text = fmt::format(
       "{{\n  \"model\": {},\n  \"backend\": {},\n"
       "  \"prefill\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"
       "  \"decode\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"
       "  \"experts\": {{\"source\": {}, \"bytes_read\": {}, \"reads\": {}, \"hits\": {}, \"runs\": {}, \"selections\": {}, "
       "\"repeat_reads_in_pass\": {}, \"io_wait_seconds\": {:.6f}, \"decode_io_wait_seconds\": {:.6f}, \"prefetch_reads\": {}, \"prefetch_used\": {}, "
-      "\"prefetch_bytes\": {}}},\n"
+      "\"prefetch_bytes\": {}, \"prefetch_cancelled\": {}}},\n"
       "  \"device\": {{\"spine_seconds\": {:.6f}, \"expert_seconds\": {:.6f}, \"upload_seconds\": {:.6f}, "
       "\"upload_bytes\": {}, \"decode_spine_seconds\": {:.6f}, \"decode_expert_seconds\": {:.6f}, "
       "\"decode_upload_seconds\": {:.6f}, \"decode_upload_bytes\": {}}},\n"
@@ -112,7 +126,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       "\"state_per_position\": {}, \"memory_budget\": {}, \"memory_source\": {}, \"spine_resident\": {}, "
       "\"spine_streamed\": {}, \"spine_window\": {}, \"minimum\": {}}},\n"
       "  \"spine\": {{\"bytes_read\": {}, \"decode_bytes_read\": {}}},\n"
-      "  \"drives\": [{}\n  ],\n"
+      "  \"drives\": [{}\n  ],\n  \"overlap\": {},\n"
       "  \"speculative\": {{\"drafter\": {}, \"steps\": {}, \"verify_passes\": {}, \"drafted\": {}, \"accepted\": {}, "
       "\"committed\": {}, \"probes\": {}, \"draft_seconds\": {:.6f}, \"decode_expert_runs\": {}, \"moe_layers\": {}}},\n"
       "  \"ids_xxh3\": \"{:016x}\",\n  \"ids\": [{}]\n}}\n",
@@ -121,7 +135,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       s.expert_bytes_read - r.at_decode_start.expert_bytes_read, json_string(s.expert_source), s.expert_bytes_read,
       s.expert_misses, s.expert_hits, s.expert_runs, s.expert_selections, s.repeat_reads_in_pass, s.io_wait_seconds,
       s.io_wait_seconds - r.at_decode_start.io_wait_seconds,
-      s.prefetch_reads, s.prefetch_used, s.prefetch_bytes, s.device_spine_seconds, s.device_expert_seconds,
+      s.prefetch_reads, s.prefetch_used, s.prefetch_bytes, s.prefetch_cancelled, s.device_spine_seconds, s.device_expert_seconds,
       s.device_upload_seconds, s.device_upload_bytes, s.device_spine_seconds - r.at_decode_start.device_spine_seconds,
       s.device_expert_seconds - r.at_decode_start.device_expert_seconds,
       s.device_upload_seconds - r.at_decode_start.device_upload_seconds,
@@ -129,7 +143,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       s.peak_cache_bytes, s.cache_budget_bytes, r.state_bytes, engine.summary().state_bytes_per_position,
       engine.summary().memory_budget, json_string(engine.summary().memory_source), engine.summary().spine_resident_bytes,
       engine.summary().spine_streamed_bytes, engine.summary().spine_window_bytes, engine.summary().minimum_bytes,
-      s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, drives, json_string(r.drafter), r.speculative.steps,
+      s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, drives, overlap, json_string(r.drafter), r.speculative.steps,
       r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
       r.speculative.probes, r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,
       engine.summary().moe_layers, ids_hash(r.generated), fmt::join(r.generated, ", "));

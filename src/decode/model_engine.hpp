@@ -243,7 +243,10 @@ class ModelEngine final : public Engine {
     out.prefetch_reads = s.prefetch_reads;
     out.prefetch_used = s.prefetch_used;
     out.prefetch_bytes = s.prefetch_bytes;
+    out.prefetch_cancelled = s.prefetch_cancelled;
     out.io_wait_seconds = s.wait_seconds;
+    out.spine_wait_seconds = p.spine_wait_seconds;
+    out.spine_drive_busy_seconds = reader_->shard_drive_stats().busy_seconds;
     const DeviceTimes t = backend_->times();
     out.device_spine_seconds = t.spine_seconds, out.device_expert_seconds = t.expert_seconds;
     out.device_upload_seconds = t.upload_seconds, out.device_upload_bytes = t.upload_bytes;

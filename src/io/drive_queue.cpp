@@ -94,6 +94,12 @@ void DriveQueue::work() {
       if (queue.empty()) return;  // stopping, nothing left
       job = std::move(queue.front());
       queue.pop_front();
+      if (job.cancel && job.cancel->load()) {
+        pending_bytes_ -= job.length;
+        lock.unlock();
+        job.done(std::make_exception_ptr(ReadCancelled()));
+        continue;
+      }
       if (in_flight_++ == 0) busy_since_ = now_seconds();
     }
     std::exception_ptr error;

@@ -3,15 +3,21 @@
 // read of a replicated expert can go to the holder with the lowest expected completion time:
 // (bytes in flight + the new read) / the drive's measured bandwidth.
 // Reads never throw into the caller: every job's `done` is called exactly once, with the error
-// (std::exception_ptr) or nullptr. Demand reads are served before prefetch reads.
+// (std::exception_ptr) or nullptr. Demand reads are served before prefetch reads. A job whose
+// `cancel` flag is set when its turn comes is not read: `done` gets a ReadCancelled.
+//
+// Busy time (DriveStats::busy_seconds, the receipt's I/O time) is the time with at least one
+// read in flight on the drive.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -21,12 +27,28 @@
 
 namespace deltafin {
 
+// What `done` gets for a job skipped because its cancel flag was set (not a drive failure).
+struct ReadCancelled : std::exception {
+  const char* what() const noexcept override { return "read cancelled"; }
+};
+
+inline bool is_cancelled(const std::exception_ptr& error) {
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const ReadCancelled&) {
+    return true;
+  } catch (...) {
+  }
+  return false;
+}
+
 struct ReadJob {
   const ReadOnlyFile* file = nullptr;
   uint64_t offset = 0, length = 0;
   std::byte* dst = nullptr;
   bool bypass = true;  // around the page cache (ReadOnlyFile::read_uncached)
   bool urgent = true;  // demand reads go before guesses (prefetch)
+  std::shared_ptr<const std::atomic<bool>> cancel;  // set: skip the read if it has not started
   std::function<void(std::exception_ptr)> done;
 };
 

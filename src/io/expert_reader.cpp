@@ -22,6 +22,8 @@ struct ExpertReader::Read {
   std::byte* dst = nullptr;
   bool urgent = true;
   Done done;
+  std::shared_ptr<const std::atomic<bool>> cancel;
+  std::atomic<bool> skipped{false};  // a piece was skipped (cancelled)
   std::atomic<int> remaining{0};
   std::mutex mutex;
   std::exception_ptr error;
@@ -177,9 +179,11 @@ std::string ExpertReader::read_name(const Read& read) {
   return fmt::format("expert {}/{} (layer/expert)", read.layer, read.expert);
 }
 
-void ExpertReader::read(int64_t layer, int64_t expert, std::byte* dst, bool urgent, Done done) {
+void ExpertReader::read(int64_t layer, int64_t expert, std::byte* dst, bool urgent, Done done,
+                        std::shared_ptr<const std::atomic<bool>> cancel) {
   auto read = std::make_shared<Read>();
   read->urgent = urgent;
+  read->cancel = std::move(cancel);
   read->layer = layer;
   read->expert = expert;
   read->loc = &at(layer, expert);
@@ -245,8 +249,14 @@ void ExpertReader::issue_piece(const std::shared_ptr<Read>& read, size_t x, uint
     read->served.push_back(best->drive);
   }
   const Holder holder = *best;
-  ReadJob job{holder.file, holder.offset + begin, length, read->dst + extent.dst_offset + begin, options_.bypass, read->urgent, {}};
+  ReadJob job{holder.file, holder.offset + begin, length, read->dst + extent.dst_offset + begin, options_.bypass, read->urgent,
+              read->cancel, {}};
   job.done = [this, read, x, begin, length, tried = std::move(tried), holder](std::exception_ptr error) {
+    if (is_cancelled(error)) {  // not the drive's fault: the record completes as cancelled
+      read->skipped = true;
+      if (--read->remaining == 0) finish(read);
+      return;
+    }
     if (error) {
       DriveQueue& drive = *drives_[holder.drive];
       if (!drive.failed()) spdlog::warn("drive {} ({}) failed a read: {}", holder.drive, drive.name(), describe(error));
@@ -267,6 +277,7 @@ void ExpertReader::finish(const std::shared_ptr<Read>& read) {
     std::lock_guard lock(read->mutex);
     error = read->error;
   }
+  if (!error && read->skipped) return read->done(std::make_exception_ptr(ReadCancelled()));
   const Location& loc = *read->loc;
   // Each record's checksum is checked the first time this process reads it (XXH3 runs far above
   // drive speed), and on every read with --verify-reads.
@@ -337,5 +348,7 @@ std::vector<DriveStats> ExpertReader::drive_stats() const {
   for (const auto& d : drives_) out.push_back(d->stats());
   return out;
 }
+
+DriveStats ExpertReader::shard_drive_stats() const { return (placed_ ? shard_drive_ : drives_[0])->stats(); }
 
 }  // namespace deltafin

@@ -60,8 +60,10 @@ class ExpertReader {
   const RecordLayout& layout(int64_t layer, int64_t expert) const;
   // Starts reading the record into dst (buffer_bytes, 4096-aligned); `done` runs once, on an I/O
   // thread, after the whole record has arrived (and been verified) or with the error.
-  // urgent: a demand read (served before prefetch reads).
-  void read(int64_t layer, int64_t expert, std::byte* dst, bool urgent, Done done);
+  // urgent: a demand read (served before prefetch reads). cancel (optional): once set, pieces
+  // that have not started are skipped and `done` gets a ReadCancelled (io/drive_queue.hpp).
+  void read(int64_t layer, int64_t expert, std::byte* dst, bool urgent, Done done,
+            std::shared_ptr<const std::atomic<bool>> cancel = nullptr);
 
   // Reads `length` bytes of a checkpoint shard at `offset` into dst at low priority, around the page
   // cache (the streamed spine, io/spine_stream.hpp): on the shards' drive queue, or with a
@@ -75,6 +77,8 @@ class ExpertReader {
   void read_spine_record(const std::string& name, std::byte* dst, Done done);
 
   std::vector<DriveStats> drive_stats() const;
+  // The queue read_shard goes through: with a placement the model directory's own, else drive 0.
+  DriveStats shard_drive_stats() const;
   bool placed() const { return placed_; }
 
  private:

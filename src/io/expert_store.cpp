@@ -101,33 +101,54 @@ void ExpertStore::start_read(Entry& e, bool urgent) {
   if (e.read_pass == pass_) ++stats_.repeat_reads_in_pass;
   e.read_pass = pass_;
   ++reads_in_flight_;
-  const Key k = key(e.layer, e.expert);
-  reader_.read(e.layer, e.expert, const_cast<std::byte*>(w->record), urgent, [this, k, w, bytes](std::exception_ptr error) {
-    if (!error) error = check_finite(k, *w);
-    if (!error && staging_) {
-      try {
-        backend_.upload_slot(staging_->buffer(), staging_->offset(w->staging), pool_->buffer(), w->offset, bytes);
-      } catch (...) {
-        error = std::current_exception();
-      }
+  if (!urgent) e.cancel = std::make_shared<std::atomic<bool>>(false);
+  issue(key(e.layer, e.expert), w, urgent, e.cancel);
+}
+
+void ExpertStore::issue(Key k, const std::shared_ptr<ExpertWeights>& w, bool urgent,
+                        std::shared_ptr<const std::atomic<bool>> cancel) {
+  const int64_t layer = static_cast<int64_t>(k >> 32), expert = static_cast<int64_t>(k & 0xFFFFFFFF);
+  reader_.read(layer, expert, const_cast<std::byte*>(w->record), urgent,
+               [this, k, w](std::exception_ptr error) { read_done(k, w, error); }, std::move(cancel));
+}
+
+void ExpertStore::read_done(Key k, const std::shared_ptr<ExpertWeights>& w, std::exception_ptr error) {
+  const bool cancelled = is_cancelled(error);
+  if (!error) error = check_finite(k, *w);
+  if (!error && staging_) {
+    try {
+      backend_.upload_slot(staging_->buffer(), staging_->offset(w->staging), pool_->buffer(), w->offset,
+                           reader_.buffer_bytes(static_cast<int64_t>(k >> 32), static_cast<int64_t>(k & 0xFFFFFFFF)));
+    } catch (...) {
+      error = std::current_exception();
     }
-    std::lock_guard lock(mutex_);
-    if (staging_) staging_->give(w->staging), w->staging = -1;
-    Entry& done = entries_.at(k);
-    --reads_in_flight_;
-    if (done.prefetch_read) prefetch_in_flight_ -= w->resident_bytes, done.prefetch_read = false;
-    if (error) {
-      used_bytes_ -= w->resident_bytes;
-      pool_->give(w->slot);
-      done.weights.reset();
-      if (done.prefetched && !done.wanted) entries_.erase(k);  // a failed guess: a demand read retries
-      else done.state = State::Failed, done.error = error;
-    } else {
-      done.state = State::Ready;
-    }
-    if (staging_) issue_queued();  // a staging slot is free again
-    changed_.notify_all();
-  });
+  }
+  std::unique_lock lock(mutex_);
+  Entry& done = entries_.at(k);
+  if (cancelled && done.wanted) {  // requested after its guess was cancelled: read it after all, now on demand
+    done.cancel.reset();
+    lock.unlock();
+    return issue(k, w, true, nullptr);
+  }
+  if (staging_) staging_->give(w->staging), w->staging = -1;
+  --reads_in_flight_;
+  if (done.prefetch_read) prefetch_in_flight_ -= w->resident_bytes, done.prefetch_read = false;
+  if (cancelled) {
+    ++stats_.prefetch_cancelled;
+    stats_.bytes_read -= w->bytes, stats_.prefetch_bytes -= w->bytes;
+  }
+  if (error) {
+    used_bytes_ -= w->resident_bytes;
+    pool_->give(w->slot);
+    done.weights.reset();
+    if (done.prefetched && !done.wanted) entries_.erase(k);  // a failed or cancelled guess: a demand read retries
+    else done.state = State::Failed, done.error = error;
+  } else {
+    done.state = State::Ready;
+    done.cancel.reset();
+  }
+  if (staging_) issue_queued();  // a staging slot is free again
+  changed_.notify_all();
 }
 
 std::exception_ptr ExpertStore::check_finite(Key k, const ExpertWeights& w) const {
@@ -179,6 +200,7 @@ void ExpertStore::request(int64_t layer, std::span<const int32_t> experts, std::
       Entry& e = it->second;
       if (e.state != State::Queued) ++stats_.hits;
       if (e.prefetched) ++stats_.prefetch_used, e.prefetched = false;
+      if (e.cancel) e.cancel->store(false);
       e.wanted = true;
       e.cold = false;
       continue;
@@ -190,6 +212,10 @@ void ExpertStore::request(int64_t layer, std::span<const int32_t> experts, std::
     e.wanted = true;
     queued_.push_back(k);
   }
+  // This layer's guesses that it did not choose: reads not yet started are dropped, so that the
+  // drives go on to what is needed.
+  for (auto& [k, e] : entries_)
+    if (e.layer == layer && e.prefetched && !e.wanted && e.state == State::Reading && e.cancel) e.cancel->store(true);
   issue_queued();
 }
 
@@ -217,28 +243,37 @@ void ExpertStore::prefetch(int64_t layer, std::span<const int32_t> experts, uint
 }
 
 ExpertHandle ExpertStore::acquire(int64_t layer, int64_t expert) {
-  const Key k = key(layer, expert);
+  const int32_t one = static_cast<int32_t>(expert);
+  return acquire_next(layer, std::span(&one, 1)).second;
+}
+
+std::pair<size_t, ExpertHandle> ExpertStore::acquire_next(int64_t layer, std::span<const int32_t> pending) {
   std::unique_lock lock(mutex_);
-  auto it = entries_.find(k);
-  if (it == entries_.end() || (!it->second.wanted && it->second.state == State::Failed)) {
+  std::vector<int32_t> unrequested;  // never requested, or a failed guess nobody asked for
+  for (int32_t expert : pending) {
+    auto it = entries_.find(key(layer, expert));
+    if (it == entries_.end() || (!it->second.wanted && it->second.state == State::Failed)) unrequested.push_back(expert);
+  }
+  if (!unrequested.empty()) {
     lock.unlock();
-    const int32_t one = static_cast<int32_t>(expert);
-    request(layer, std::span(&one, 1));
+    request(layer, unrequested);
     lock.lock();
   }
   const auto start = std::chrono::steady_clock::now();
+  size_t found = pending.size();
   for (;;) {
-    Entry& e = entries_.at(k);
-    if (e.state == State::Ready || e.state == State::Failed) break;
-    if (e.state == State::Queued) {
-      issue_queued();
-      if (e.state == State::Queued && reads_in_flight_ == 0)  // nothing will free room: never hang
-        fail("the expert budget ({}) is held by experts in use; raise --cache-gb", human_bytes(budget_));
-      if (e.state != State::Queued) continue;
+    for (size_t i = 0; i < pending.size() && found == pending.size(); ++i) {
+      const State state = entries_.at(key(layer, pending[i])).state;
+      if (state == State::Ready || state == State::Failed) found = i;
     }
+    if (found < pending.size()) break;
+    issue_queued();
+    if (reads_in_flight_ == 0)  // every one still queued and nothing will free room: never hang
+      fail("the expert budget ({}) is held by experts in use; raise --cache-gb", human_bytes(budget_));
     changed_.wait(lock);
   }
   stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const Key k = key(layer, pending[found]);
   Entry& e = entries_.at(k);
   if (e.state == State::Failed) {
     const std::exception_ptr error = e.error;
@@ -250,7 +285,7 @@ ExpertHandle ExpertStore::acquire(int64_t layer, int64_t expert) {
   ++e.pins;
   e.last_use = ++tick_;
   std::shared_ptr<ExpertWeights> keep = e.weights;
-  return ExpertHandle(keep.get(), [this, k, keep](const ExpertWeights*) { unpin(k); });
+  return {found, ExpertHandle(keep.get(), [this, k, keep](const ExpertWeights*) { unpin(k); })};
 }
 
 void ExpertStore::unpin(Key k) {

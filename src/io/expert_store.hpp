@@ -3,20 +3,24 @@
 //   request(layer, experts): the union a pass needs, ascending; reads of the misses start at once
 //     (as far as the budget allows; the rest start as room frees, in the same order).
 //   acquire(layer, expert): waits for that expert and pins it while the handle lives (the
-//     backend holds the handle until the commands reading the expert have completed).
+//     backend holds the handle until the commands reading the expert have completed);
+//     acquire_next(layer, experts): the same for whichever of them is in memory first (the
+//     expert op runs experts in the order their reads land).
 // Memory: one slot pool (io/slot_pool.hpp) of budget / slot bytes slots; reads land in the slots.
 //   Where the host cannot write the pool (CUDA: the slots are device memory), reads land in a few
 //   staging slots of host memory instead (at most kStagingSlots; outside the budget, which is the
 //   device's) and the reader's thread uploads each record into its slot (Backend::upload_slot)
 //   before the expert counts as ready; the staging slots also bound the reads in flight.
 //   prefetch(layer, experts, cap): speculative reads (router lookahead) that only take room from
-//     experts needed later than the prefetched ones.
+//     experts needed later than the prefetched ones; when that layer's request comes, the reads
+//     of guesses it did not choose that have not started yet are cancelled.
 //   demote(layer, experts): experts only rejected drafts used go to the cold end.
 // Eviction keeps what the current pass still needs and otherwise evicts the expert whose layer
 // comes back last in the layer cycle (layers are visited in order every pass), cold ones first,
 // least recently used among equals. A pass reads each expert at most once (counted).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -24,6 +28,7 @@
 #include <mutex>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cpu/weight_view.hpp"
@@ -57,10 +62,11 @@ struct ExpertStoreStats {
   uint64_t prefetch_reads = 0;
   uint64_t prefetch_used = 0;       // prefetched experts later requested
   uint64_t prefetch_bytes = 0;
+  uint64_t prefetch_cancelled = 0;  // guesses their layer did not choose, dropped before they were read
   uint64_t repeat_reads_in_pass = 0;  // an expert read twice in one pass (must stay 0)
   uint64_t cached_bytes = 0;        // now
   uint64_t peak_cached_bytes = 0;   // peak of all expert memory
-  double wait_seconds = 0;          // time acquire() waited for reads
+  double wait_seconds = 0;          // time acquire() and acquire_next() waited for reads
 };
 
 class ExpertStore {
@@ -77,6 +83,9 @@ class ExpertStore {
   void request(int64_t layer, std::span<const int32_t> experts, std::span<const int64_t> first_positions = {});
   void prefetch(int64_t layer, std::span<const int32_t> experts, uint64_t byte_cap);
   ExpertHandle acquire(int64_t layer, int64_t expert);
+  // Waits until one of `pending` (ascending) is in memory and pins it: its index in `pending`
+  // (the first one in memory) and its handle. Throws when that one's read failed.
+  std::pair<size_t, ExpertHandle> acquire_next(int64_t layer, std::span<const int32_t> pending);
   void demote(int64_t layer, std::span<const int32_t> experts);
   // The positions >= `position` of the last pass were rejected: experts no earlier position of that
   // pass chose go to the cold end.
@@ -108,6 +117,7 @@ class ExpertStore {
     bool prefetched = false;   // read by prefetch, not yet requested
     bool prefetch_read = false;  // its read (started by prefetch) counts in prefetch_in_flight_
     bool cold = false;
+    std::shared_ptr<std::atomic<bool>> cancel;  // a prefetch read's: set when its layer chose otherwise
     uint64_t last_use = 0;
     uint64_t read_pass = ~uint64_t{0};
   };
@@ -119,6 +129,9 @@ class ExpertStore {
   uint64_t next_use(const Entry& e) const;  // cycle distance until e's layer runs again; cold: max
   bool can_start_read() const;              // mutex held: a staging slot is free (or none is needed)
   void start_read(Entry& e, bool urgent);   // mutex held; room already made
+  // The read of a record into w (mutex not needed), and its completion on the I/O thread.
+  void issue(Key k, const std::shared_ptr<ExpertWeights>& w, bool urgent, std::shared_ptr<const std::atomic<bool>> cancel);
+  void read_done(Key k, const std::shared_ptr<ExpertWeights>& w, std::exception_ptr error);
   void issue_queued();                      // mutex held: start queued requests in order while room allows
   void evict(Key k);
   std::exception_ptr check_finite(Key k, const ExpertWeights& w) const;

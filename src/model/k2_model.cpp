@@ -7,6 +7,7 @@
 
 #include "decode/model_engine.hpp"
 #include "model/family.hpp"
+#include "model/stream_wait.hpp"
 #include "model/rope.hpp"
 
 namespace deltafin {
@@ -102,10 +103,10 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
   };
   const Tensor ids = upload_tokens(backend_, scratch_, tokens, n, c.vocab_size);
   const Tensor x = scratch_.take(n, h), normed = scratch_.take(n, h), delta = scratch_.take(n, h);  // [n, hidden]
-  if (stream_) stream_->enter(0);
+  enter_unit(stream_, 0, stats_);
   backend_.embed(embed_.weight, ids, x);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    if (stream_) stream_->enter(l + 1);
+    enter_unit(stream_, l + 1, stats_);
     observe(l, x);
     const Layer& L = layers_[l];
     const Scratch::Mark frame = scratch_.mark();
@@ -118,7 +119,7 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
     backend_.add(x, delta, x);
     scratch_.release(frame);
   }
-  if (stream_) stream_->enter(c.num_hidden_layers + 1);
+  enter_unit(stream_, c.num_hidden_layers + 1, stats_);
   backend_.rmsnorm(x, final_norm_.tensor, c.rms_norm_eps, normed);
   observe(c.num_hidden_layers, normed);
   project_logits(backend_, scratch_, lm_head_.weight, normed, all_logits, logits);

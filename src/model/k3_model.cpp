@@ -7,6 +7,7 @@
 
 #include "decode/model_engine.hpp"
 #include "model/family.hpp"
+#include "model/stream_wait.hpp"
 
 namespace deltafin {
 namespace {
@@ -212,11 +213,11 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   size_t sealed = 0;
   const Tensor partial = scratch_.take(n, h), mixed = scratch_.take(n, h), normed = scratch_.take(n, h),
                delta = scratch_.take(n, h);  // [n, hidden]
-  if (stream_) stream_->enter(0);
+  enter_unit(stream_, 0, stats_);
   backend_.embed(embed_.weight, ids, partial);
   observe(0, partial);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    if (stream_) stream_->enter(l + 1);
+    enter_unit(stream_, l + 1, stats_);
     const Layer& L = layers_[l];
     const Scratch::Mark frame = scratch_.mark();
     // 1. The attention input: a mix over the snapshots and the running sum (layer 0: the embedding).
@@ -240,7 +241,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
     observe(l + 1, partial);
     scratch_.release(frame);
   }
-  if (stream_) stream_->enter(c.num_hidden_layers + 1);
+  enter_unit(stream_, c.num_hidden_layers + 1, stats_);
   mix(blocks, sealed, partial, output_res_query_.tensor, mixed);
   observe(c.num_hidden_layers + 1, mixed);
   backend_.rmsnorm(mixed, final_norm_.tensor, c.rms_norm_eps, normed);

@@ -19,8 +19,16 @@ class StoreSource final : public ExpertSource {
  public:
   StoreSource(ExpertStore& store, int64_t layer) : store_(store), layer_(layer) {}
 
-  Resident acquire(int32_t expert) override {
-    ExpertHandle handle = store_.acquire(layer_, expert);
+  Resident acquire(int32_t expert) override { return resident(store_.acquire(layer_, expert)); }
+  size_t acquire_next(std::span<const int32_t> pending, Resident& out) override {
+    auto [index, handle] = store_.acquire_next(layer_, pending);
+    out = resident(std::move(handle));
+    return index;
+  }
+  int64_t capacity() const override { return store_.slot_count(); }
+
+ private:
+  Resident resident(ExpertHandle handle) {
     Buffer& pool = store_.pool_buffer();
     const auto offset = [&](const void* at) {
       return handle->offset + static_cast<uint64_t>(static_cast<const std::byte*>(at) - handle->record);
@@ -33,9 +41,7 @@ class StoreSource final : public ExpertSource {
     r.pin = std::move(handle);
     return r;
   }
-  int64_t capacity() const override { return store_.slot_count(); }
 
- private:
   ExpertStore& store_;
   int64_t layer_;
 };
@@ -69,7 +75,9 @@ Routing route_and_request(Backend& backend, Scratch& scratch, ExpertStore& store
     const Tensor ids = scratch.take(n, k, Elem::I32), weights = scratch.take(n, k);
     backend.matmul(*next->gate, x, logits);
     backend.route(spec, logits, next->bias, ids, weights);
-    lookahead.guess(store, layer + 1, download_ids(backend, ids));
+    std::vector<float> guessed(n * k);
+    backend.download(weights, guessed.data());
+    lookahead.guess(store, layer + 1, download_ids(backend, ids), guessed);
   }
   return r;
 }

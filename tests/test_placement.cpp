@@ -5,6 +5,7 @@
 // another holder, or stops with one line naming the drive and the expert.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -634,9 +635,22 @@ TEST_CASE("spine records: greedy ids of a streamed run from the drives equal the
   const SpinePass resident = spine_pass(b.model, "none", 0);
   const std::string budget = fmt::format(" --memory-gb {:.6f}", resident.summary.minimum_bytes / 1e9 + 0.00002);
   CHECK(run_stdout(greedy(b.model, " --placement none" + budget)).output == reference);
-  const auto placed = run_stdout(greedy(b.model, " --placement " + manifest + budget));
+  std::string receipt;
+  const auto placed = run_stdout(greedy(b.model, " --placement " + manifest + budget + " --stats"), &receipt);
   CHECK(placed.exit_code == 0);
   CHECK(placed.output == reference);
+  // The receipt says how much of the streamed spine came from the drives' records: all of it.
+  INFO(receipt);
+  const size_t at = receipt.find("\nspine     ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = receipt.substr(at + 1, receipt.find('\n', at + 1) - at - 1);
+  double all = 0, records = 0;
+  REQUIRE(std::sscanf(line.c_str(), "spine     %lf GB streamed in all (%lf GB of it from spine records)", &all, &records) == 2);
+  CHECK(all > 0);
+  CHECK(records == all);
+  std::string none_receipt;
+  run_stdout(greedy(b.model, " --placement none" + budget + " --stats"), &none_receipt);
+  CHECK(none_receipt.find("(0.0000 GB of it from spine records)") != std::string::npos);
 }
 
 TEST_CASE("spine records: a corrupt or truncated one is named by verify and never gives wrong logits", "[placement][bad-input]") {

@@ -90,8 +90,12 @@ void print_receipt(const Engine& engine, const RunReport& r) {
   const uint64_t decode_spine = s.spine_bytes_read - r.at_decode_start.spine_bytes_read;
   // A verify pass reads the streamed spine once for all its positions: per committed token it
   // falls with acceptance.
-  std::fprintf(stderr, "spine     %.4f GB streamed in all; %.4f GB per decode pass, %.4f GB per committed token\n",
-               s.spine_bytes_read / kGB, decode_passes ? decode_spine / kGB / decode_passes : 0.0,
+  // Streamed spine bytes come from the placement's spine records where it has them, else from the
+  // shards (a placement written before manifest v3, or none).
+  std::fprintf(stderr,
+               "spine     %.4f GB streamed in all (%.4f GB of it from spine records); %.4f GB per decode pass, %.4f GB per "
+               "committed token\n",
+               s.spine_bytes_read / kGB, s.spine_record_bytes_read / kGB, decode_passes ? decode_spine / kGB / decode_passes : 0.0,
                r.speculative.committed ? decode_spine / kGB / r.speculative.committed : 0.0);
   std::fprintf(stderr, "ids hash  %s (%zu ids)\n", ids_hash_text(r.generated).c_str(), r.generated.size());
 }
@@ -125,7 +129,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       "  \"memory\": {{\"peak_rss\": {}, \"spine\": {}, \"expert_peak\": {}, \"budget\": {}, \"state\": {}, "
       "\"state_per_position\": {}, \"memory_budget\": {}, \"memory_source\": {}, \"spine_resident\": {}, "
       "\"spine_streamed\": {}, \"spine_window\": {}, \"minimum\": {}}},\n"
-      "  \"spine\": {{\"bytes_read\": {}, \"decode_bytes_read\": {}}},\n"
+      "  \"spine\": {{\"bytes_read\": {}, \"decode_bytes_read\": {}, \"from_records\": {}}},\n"
       "  \"drives\": [{}\n  ],\n  \"overlap\": {},\n"
       "  \"speculative\": {{\"drafter\": {}, \"steps\": {}, \"verify_passes\": {}, \"drafted\": {}, \"accepted\": {}, "
       "\"committed\": {}, \"probes\": {}, \"draft_seconds\": {:.6f}, \"decode_expert_runs\": {}, \"moe_layers\": {}}},\n"
@@ -143,7 +147,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       s.peak_cache_bytes, s.cache_budget_bytes, r.state_bytes, engine.summary().state_bytes_per_position,
       engine.summary().memory_budget, json_string(engine.summary().memory_source), engine.summary().spine_resident_bytes,
       engine.summary().spine_streamed_bytes, engine.summary().spine_window_bytes, engine.summary().minimum_bytes,
-      s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, drives, overlap, json_string(r.drafter), r.speculative.steps,
+      s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, s.spine_record_bytes_read, drives, overlap, json_string(r.drafter), r.speculative.steps,
       r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
       r.speculative.probes, r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,
       engine.summary().moe_layers, ids_hash(r.generated), fmt::join(r.generated, ", "));

@@ -5,13 +5,16 @@
 # drive's decode busy time), and its tokens per second.
 #
 #   k3-public-bench/run-overlap-bench.sh --model DIR [--bin LABEL=PATH ...] [--flags LABEL="FLAGS" ...]
-#       [--repeat 3] [--tokens 32] [--cache-gb 0.5] [--disk DIR] [--throttled N:MBPS] [--out FILE]
+#       [--repeat 3] [--tokens 32] [--cache-gb 0.5] [--disk DIR] [--throttled N:MBPS [--replicate F]]
+#       [--out FILE]
 #
 # Arms: `disk` places the experts on DIR (this machine's own disk; default /var/tmp/deltafin-overlap)
 # and runs cold (page cache dropped before each run, expert reads bypass it) and warm (the records
 # in the page cache from the run before, --no-bypass); `--throttled N:MBPS` also places them striped
 # on N loop-device drives capped at MBPS MB/s (scripts/drives.sh; root; refused while drives
-# are up) and runs cold. Every binary
+# are up) and runs cold; `--replicate F` adds an arm on the same drives placed with
+# `place --replicate F` (1: every record on every drive, so each read goes to the drive
+# expected to finish it first). Every binary
 # (--bin, default this build) runs with every flag set (--flags, default none), interleaved,
 # --repeat times. Prints one line per run and the medians per arm, and writes them to --out
 # (default WORK/overlap.txt). Needs python3 (stdlib) and, for cold runs, root.
@@ -19,7 +22,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/scripts/portable.sh"
-model= repeat=3 tokens=32 cache=0.5 disk=/var/tmp/deltafin-overlap throttled= out=
+model= repeat=3 tokens=32 cache=0.5 disk=/var/tmp/deltafin-overlap throttled= replicate= out=
 bins=() flags=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
     --cache-gb) cache=$2; shift 2 ;;
     --disk) disk=$2; shift 2 ;;
     --throttled) throttled=$2; shift 2 ;;
+    --replicate) replicate=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "run-overlap-bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -56,6 +60,10 @@ if [ -n "$throttled" ]; then
   for ((d = 0; d < n; d++)); do args+=(--drive "/mnt/deltafin-drive$d"); done
   "$placer" place -m "$model" "${args[@]}" --out "$work/throttled.json" > /dev/null
   arms+=("throttled${n}x${mbps}-cold|$work/throttled.json|$root/scripts/drives.sh exec|1")
+  if [ -n "$replicate" ]; then
+    "$placer" place -m "$model" "${args[@]}" --replicate "$replicate" --out "$work/replicated.json" > /dev/null
+    arms+=("throttled${n}x${mbps}-replicated-cold|$work/replicated.json|$root/scripts/drives.sh exec|1")
+  fi
 fi
 
 : > "$out"

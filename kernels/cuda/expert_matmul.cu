@@ -200,7 +200,8 @@ cudaError_t launch_expert_matmul(const ExpertBatchArgs& a, cudaStream_t stream) 
     case WeightFormat::F16: return launch_format<WeightFormat::F16>(a, stream);
     case WeightFormat::BF16: return launch_format<WeightFormat::BF16>(a, stream);
     case WeightFormat::F8_E4M3_BLOCK128: return launch_format<WeightFormat::F8_E4M3_BLOCK128>(a, stream);
-    case WeightFormat::MXFP4: return launch_format<WeightFormat::MXFP4>(a, stream);
+    case WeightFormat::MXFP4:
+      return a.in_digits ? launch_expert_mxfp4_mma(a, stream) : launch_format<WeightFormat::MXFP4>(a, stream);
     case WeightFormat::INT4_G32: return launch_format<WeightFormat::INT4_G32>(a, stream);
   }
   return cudaErrorInvalidValue;

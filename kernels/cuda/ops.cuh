@@ -49,9 +49,23 @@ struct ExpertBatchArgs {
   FMat in, out;
   bool in_by_slot = false, out_by_slot = false;
   GatedActivation act;
+  // MXFP4 only: the digit planes of `in` (digit_planes.cu), which its tensor-core kernel reads
+  // instead of `in` (expert_mxfp4_mma.cu); without them MXFP4 takes the fp32 kernel.
+  const int8_t* in_digits = nullptr;
+  const float* in_factor = nullptr;
 };
 bool expert_matmul_supported(const WMat& w);
 cudaError_t launch_expert_matmul(const ExpertBatchArgs& a, cudaStream_t stream);
+
+// --- expert_mxfp4_mma.cu -------------------------------------------------------------------
+// The same op for MXFP4 weights on the int8 tensor cores, from in_digits / in_factor; weight and
+// scale rows as expert_matmul_supported() requires.
+cudaError_t launch_expert_mxfp4_mma(const ExpertBatchArgs& a, cudaStream_t stream);
+
+// --- digit_planes.cu ---------------------------------------------------------------------
+// x [rows, cols] (cols % 32 == 0) -> digits [rows, cols / 32, 4, 32] int8 and factor [rows]:
+// x = factor * 2 * sum_p digits_p 128^(3 - p) to 28 bits of the row's largest element.
+cudaError_t launch_digit_planes(const FMat& x, int8_t* digits, float* factor, cudaStream_t stream);
 
 // --- experts.cu ----------------------------------------------------------------------------
 // For each of `experts` union ids [count] (device), the slots choosing it: lists [count, n],

@@ -110,7 +110,8 @@ class CudaBackend final : public Backend {
     (void)cudaSetDevice(device_);
     fences_.reset();
     timer_.reset();
-    if (workspace_) (void)cudaFree(workspace_);
+    for (Scratch* s : {&workspace_, &digits_})
+      if (s->p) (void)cudaFree(s->p);
     (void)cudaStreamDestroy(copy_stream_);
     (void)cudaStreamDestroy(stream_);
     (void)cudaGetLastError();
@@ -397,11 +398,26 @@ class CudaBackend final : public Backend {
     down_args = up_args;
     down_args.nw = 1, down_args.rows = in, down_args.cols = width;
     down_args.in = {hidden, n * k, width, width}, down_args.out = {y, n * k, in, in}, down_args.in_by_slot = true;
-    auto flush = [&] {  // the waiting batch's two launches; its pins get the fence after them
+    // MXFP4 runs on the tensor cores from digit planes (digit_planes.cu): x's once per call, the
+    // activations' after each batch's gate/up; in their own device buffer, taken at the first use.
+    int8_t *x_digits = nullptr, *h_digits = nullptr;
+    float *x_factor = nullptr, *h_factor = nullptr;
+    auto flush = [&] {  // the waiting batch's launches; its pins get the fence after them
       if (up_args.batch == 0) return;
       {
         const auto timed = timer_->scope(cuda::OpTimer::kExpert);
+        const bool mxfp4 = up_args.format == WeightFormat::MXFP4 && down_args.format == WeightFormat::MXFP4;
+        if (mxfp4 && !x_digits) {
+          const uint64_t xd = align256(4 * n * in), xf = align256(4 * n), hd = align256(4 * n * k * width);
+          std::byte* d = scratch(digits_, xd + xf + hd + align256(4 * n * k), "digit planes");
+          x_digits = reinterpret_cast<int8_t*>(d), x_factor = reinterpret_cast<float*>(d + xd);
+          h_digits = reinterpret_cast<int8_t*>(d + xd + xf), h_factor = reinterpret_cast<float*>(d + xd + xf + hd);
+          check(cuda::launch_digit_planes(xs, x_digits, x_factor, stream_), "digit planes kernel (x)");
+        }
+        up_args.in_digits = mxfp4 ? x_digits : nullptr, up_args.in_factor = mxfp4 ? x_factor : nullptr;
+        down_args.in_digits = mxfp4 ? h_digits : nullptr, down_args.in_factor = mxfp4 ? h_factor : nullptr;
         check(cuda::launch_expert_matmul(up_args, stream_), "expert gate/up kernel (batched)");
+        if (mxfp4) check(cuda::launch_digit_planes(down_args.in, h_digits, h_factor, stream_), "digit planes kernel (activations)");
         down_args.batch = up_args.batch, down_args.first = up_args.first;
         check(cuda::launch_expert_matmul(down_args, stream_), "expert down kernel (batched)");
       }
@@ -527,25 +543,30 @@ class CudaBackend final : public Backend {
     return m;
   }
 
-  // Device memory for one op's temporaries; growing waits for the stream (ops in flight may use
-  // the old block).
-  std::byte* workspace(uint64_t bytes) {
-    if (bytes > workspace_bytes_) {
-      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (workspace)");
+  // Device memory for temporaries; growing waits for the stream (ops in flight may use the old
+  // block).
+  struct Scratch {
+    void* p = nullptr;
+    uint64_t bytes = 0;
+  };
+  std::byte* workspace(uint64_t bytes) { return scratch(workspace_, bytes, "workspace"); }
+  std::byte* scratch(Scratch& s, uint64_t bytes, const char* what) {
+    if (bytes > s.bytes) {
+      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (scratch)");
       fences_->drain();
-      if (workspace_) check(cudaFree(workspace_), "cudaFree (workspace)");
-      workspace_ = nullptr, workspace_bytes_ = 0;
+      if (s.p) check(cudaFree(s.p), "cudaFree (scratch)");
+      s = {};
       const uint64_t size = std::max<uint64_t>(bytes, 1 << 20);
-      const cudaError_t status = cudaMalloc(&workspace_, size);
+      const cudaError_t status = cudaMalloc(&s.p, size);
       if (status != cudaSuccess) {
         (void)cudaGetLastError();
-        workspace_ = nullptr;
-        fail("CUDA: out of device memory allocating a {}-byte workspace ({}): cudaMalloc: {}", size, human_bytes(size),
+        s.p = nullptr;
+        fail("CUDA: out of device memory allocating a {}-byte {} ({}): cudaMalloc: {}", size, what, human_bytes(size),
              cudaGetErrorString(status));
       }
-      workspace_bytes_ = size;
+      s.bytes = size;
     }
-    return static_cast<std::byte*>(workspace_);
+    return static_cast<std::byte*>(s.p);
   }
 
   int device_;
@@ -555,8 +576,8 @@ class CudaBackend final : public Backend {
   std::string description_;
   std::unique_ptr<cuda::FenceQueue> fences_;
   std::unique_ptr<cuda::OpTimer> timer_;  // DELTAFIN_DEVICE_PROFILE=1: device time per op category
-  void* workspace_ = nullptr;
-  uint64_t workspace_bytes_ = 0;
+  Scratch workspace_;  // one op's temporaries
+  Scratch digits_;     // routed_experts' digit planes (MXFP4)
   std::vector<int32_t> union_;  // routed_experts' union, in pageable memory for its upload
 };
 

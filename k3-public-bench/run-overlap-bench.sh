@@ -39,6 +39,7 @@ while [ $# -gt 0 ]; do
     *) echo "run-overlap-bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+[ -z "$replicate" ] || [ -n "$throttled" ] || { echo "run-overlap-bench.sh: --replicate needs --throttled N:MBPS" >&2; exit 2; }
 [ -n "$model" ] && [ -f "$model/config.json" ] || { echo "run-overlap-bench.sh: --model DIR (tools/make_synthetic_k3.py --preset bench)" >&2; exit 2; }
 [ "${#bins[@]}" -gt 0 ] || bins=("this=$root/build/deltafin")
 [ "${#flags[@]}" -gt 0 ] || flags=("default=")

@@ -75,9 +75,9 @@ TEST_CASE("a FIFO given as an input file is refused, not waited on", "[bad-input
 }
 
 TEST_CASE("worker threads that cannot start give one line suggesting --threads", "[bad-input]") {
-  // 2 GB of address space holds a few hundred 8 MB thread stacks, not a thousand.
-  expect_one_line(run_limited("ulimit -v 2000000;", "run -p hi -n 2 --threads 1000"),
-                  {"cannot start 999 worker threads", "--threads"});
+  // Threads take RLIMIT_STACK as their stack size: 2 GB of address space holds at most one 1 GB stack.
+  expect_one_line(run_limited("ulimit -s 1000000; ulimit -v 2000000;", "run -p hi -n 2 --threads 4"),
+                  {"cannot start 3 worker threads", "--threads"});
 }
 
 TEST_CASE("a tiny address-space limit gives one line, not a core", "[bad-input]") {
@@ -272,4 +272,32 @@ TEST_CASE("stop strings apply to --ids output, and -n past 10^12 is refused", "[
   CHECK(stopped.output.size() < all.output.size());
   CHECK(all.output.rfind(stopped.output.substr(0, stopped.output.size() - 1), 0) == 0);  // a prefix (less its newline)
   expect_one_line(run_deltafin("run -p def -n 99999999999999999999 --ids"), {"-n: too large"});
+}
+
+// Issue 41, item 3: a DELTAFIN_MODEL that names no model is an error naming it, never the bundled
+// model in its place.
+TEST_CASE("a DELTAFIN_MODEL that is not a model directory is refused, naming the variable", "[bad-input]") {
+  const std::string missing = (fs::temp_directory_path() / "deltafin-no-such-model").string();
+  const std::string empty_dir = fs::temp_directory_path().string();
+  const auto run = [](const std::string& model) {
+    return run_command("DELTAFIN_MODEL='" + model + "' DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " " +
+                       deltafin::test::binary() + " run -p def -n 2 --ids");
+  };
+  expect_one_line(run(missing), {"DELTAFIN_MODEL=" + missing, "no such directory"});
+  expect_one_line(run(empty_dir), {"DELTAFIN_MODEL=" + empty_dir, "no config.json"});
+  const auto bundled = run(deltafin::test::fixture("../../models/default"));  // a real model is taken
+  INFO(bundled.output);
+  CHECK(bundled.exit_code == 0);
+}
+
+// Issue 33, items 4 and 9: an explicit --memory-gb is compared with what the machine can give
+// (DELTAFIN_MEMORY_GB stands in for that figure here); --threads and --temp have sane bounds.
+TEST_CASE("--memory-gb past the machine's room, --threads past 4 a core and --temp inf are refused", "[bad-input]") {
+  const std::string simd = "DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " ";
+  expect_one_line(run_command("DELTAFIN_MEMORY_GB=0.05 " + simd + deltafin::test::binary() + " run -p def -n 2 --ids --memory-gb 1"),
+                  {"--memory-gb 1: more than this machine can give this process (50.0 MB available: DELTAFIN_MEMORY_GB)",
+                   "give at most --memory-gb 0.05"});
+  expect_one_line(run_deltafin("run -p def -n 2 --ids --memory-gb 1e9"), {"--memory-gb 1000000000: more than this machine can give"});
+  expect_one_line(run_deltafin("run -p def -n 2 --ids --threads 100000"), {"--threads 100000: more than 4 per hardware thread"});
+  expect_one_line(run_deltafin("run -p def -n 2 --ids --temp inf"), {"--temp: must be a finite number >= 0 (got inf)"});
 }

@@ -46,8 +46,14 @@ std::string model_dir_or_default(const std::string& given) {
     if (!std::filesystem::is_directory(status)) fail("-m {}: not a directory (a model is a directory with config.json)", given);
     return given;
   }
+  if (const char* env = std::getenv("DELTAFIN_MODEL"); env && *env) {  // asked for by name: never replaced
+    std::error_code ec;
+    if (!std::filesystem::is_directory(env, ec)) fail("DELTAFIN_MODEL={}: no such directory", env);
+    if (!std::filesystem::exists(std::filesystem::path(env) / "config.json", ec))
+      fail("DELTAFIN_MODEL={}: not a model directory (no config.json there)", env);
+    return std::filesystem::weakly_canonical(env, ec).string();
+  }
   std::vector<std::filesystem::path> candidates;
-  if (const char* env = std::getenv("DELTAFIN_MODEL")) candidates.emplace_back(env);
   const std::filesystem::path exe = executable_dir();
   if (!exe.empty()) {
     candidates.push_back(exe / ".." / kBundledModel);  // build/deltafin -> models/default
@@ -64,7 +70,7 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("-m,--model", options.model_dir, "Model directory (default: the bundled models/default)");
   app.add_option("--memory-gb", options.memory_gb,
                  "The one memory budget in GB: spine, expert cache, KV cache and state, draft model, working memory "
-                 "(default: the machine's free memory and cgroup room, less 5% headroom); a spine that does not fit streams");
+                 "(default: the machine's free memory and cgroup room, less 5% headroom and at least 256 MB); a spine that does not fit streams");
   app.add_option_function<double>(
       "--cache-gb", [&options](double gb) { options.cache_gb = gb, options.cache_gb_given = true; },
       "The routed-expert share of --memory-gb, in GB (default: what the budget leaves once the spine is placed)");

@@ -5,12 +5,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "decode/model_engine.hpp"
 #include "io/aligned_buffer.hpp"
 #include "model/family.hpp"
 #include "util/error.hpp"
+#include "util/memory_available.hpp"
 #include "util/human_bytes.hpp"
 #include "weights/placement.hpp"
 
@@ -47,8 +50,15 @@ BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, std::strin
   if (o.cache_gb > 0 || o.cache_gb_given) in.expert_cap = static_cast<uint64_t>(o.cache_gb * 1e9);
   in.cap_fixed = o.cache_gb_given;
   std::optional<DefaultBudget> budget;
-  if (o.memory_gb > 0) budget = DefaultBudget{static_cast<uint64_t>(o.memory_gb * 1e9), "--memory-gb"};
-  else budget = default_memory_budget();
+  if (o.memory_gb > 0) {
+    budget = DefaultBudget{static_cast<uint64_t>(o.memory_gb * 1e9), "--memory-gb"};
+    // A budget past what the machine and its cgroups can give ends in the OOM killer, not here.
+    if (const auto avail = memory_available(); avail && budget->bytes > avail->bytes)
+      fail("--memory-gb {}: more than this machine can give this process ({} available: {}); give at most --memory-gb {}",
+           o.memory_gb, human_bytes(avail->bytes), avail->source, std::floor(avail->bytes / 1e7) / 1e2);
+  } else {
+    budget = default_memory_budget();
+  }
   if (!budget) {
     if (!in.expert_cap) in.expert_cap = 4'000'000'000;
     in.budget = UINT64_MAX / 4;
@@ -119,6 +129,11 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
   if (!(options.memory_gb >= 0 && options.memory_gb <= 1e9))
     fail("--memory-gb must be a number of GB > 0 (got {})", options.memory_gb);
   if (options.threads < 0) fail("--threads must be >= 0 (0: one per hardware thread; got {})", options.threads);
+  // Past a few threads per core they only take turns (and each holds a stack): a typo, not a plan.
+  const int most_threads = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options.threads > most_threads)
+    fail("--threads {}: more than 4 per hardware thread (this machine has {}); give at most --threads {}", options.threads,
+         most_threads / 4, most_threads);
   if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "metal" && options.backend != "auto")
     fail("--backend must be cpu, cuda, metal or auto (got '{}')", options.backend);
   if (options.chunk <= 0) fail("--chunk must be positive (got {})", options.chunk);

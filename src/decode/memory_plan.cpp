@@ -118,7 +118,7 @@ std::optional<DefaultBudget> default_memory_budget() {
   if (!avail) return std::nullopt;
   if (std::getenv("DELTAFIN_MEMORY_GB")) return DefaultBudget{avail->bytes, avail->source};
   const uint64_t headroom = std::max<uint64_t>(avail->bytes / 20, 256'000'000);
-  return DefaultBudget{avail->bytes > headroom ? avail->bytes - headroom : 0, avail->source + " less 5% headroom"};
+  return DefaultBudget{avail->bytes > headroom ? avail->bytes - headroom : 0, avail->source + " less 5% headroom, at least 256 MB"};
 }
 
 }  // namespace deltafin

@@ -10,7 +10,7 @@
 namespace deltafin {
 
 Sampler::Sampler(const SamplerOptions& o) : options_(o), rng_(o.seed) {
-  if (!(o.temperature >= 0.0f)) fail("--temp: must be >= 0 (got {})", o.temperature);
+  if (!(o.temperature >= 0.0f && std::isfinite(o.temperature))) fail("--temp: must be a finite number >= 0 (got {})", o.temperature);
   if (o.top_k < 0) fail("--top-k: must be >= 0 (got {})", o.top_k);
   if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) fail("--top-p: must be in (0, 1] (got {})", o.top_p);
   if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) fail("--min-p: must be in [0, 1] (got {})", o.min_p);

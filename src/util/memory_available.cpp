@@ -1,9 +1,10 @@
 // See memory_available.hpp.
 #include "util/memory_available.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "util/error.hpp"
 
@@ -11,7 +12,7 @@ namespace deltafin {
 namespace {
 
 // The first number in a file ("max" or a missing file: nullopt).
-std::optional<uint64_t> read_number(const std::string& path) {
+std::optional<uint64_t> read_number(const std::filesystem::path& path) {
   std::ifstream in(path);
   uint64_t v = 0;
   if (!(in >> v)) return std::nullopt;
@@ -28,8 +29,38 @@ std::optional<uint64_t> meminfo_available() {
   return std::nullopt;
 }
 
-// The cgroup this process is in: its limit minus its usage.
-std::optional<uint64_t> cgroup_room() {
+// A limit minus a usage; nullopt when there is no limit ("max", a missing file, or v1's
+// "unlimited" of about 2^63).
+std::optional<uint64_t> room(std::optional<uint64_t> limit, std::optional<uint64_t> used) {
+  if (!limit || *limit >= (uint64_t{1} << 60)) return std::nullopt;
+  const uint64_t u = used.value_or(0);
+  return *limit > u ? *limit - u : 0;
+}
+
+struct Room {
+  uint64_t bytes;
+  std::string where;  // the cgroup directory whose limit leaves the least room
+};
+
+// The smallest room of a cgroup and each of its ancestors up to the hierarchy's root: a limit
+// set on a parent binds its children as well. `files` lists the (limit, usage) file pairs.
+std::optional<Room> smallest_room(const std::filesystem::path& root, const std::string& cgroup_path,
+                                  std::initializer_list<std::pair<const char*, const char*>> files) {
+  std::optional<Room> best;
+  std::filesystem::path dir = (root / std::filesystem::path(cgroup_path).relative_path()).lexically_normal();
+  for (;;) {
+    for (const auto& [limit, usage] : files)
+      if (auto r = room(read_number(dir / limit), read_number(dir / usage)); r && (!best || *r < best->bytes))
+        best = Room{*r, (dir / limit).string()};
+    if (dir.native().size() <= root.native().size() || dir.parent_path() == dir) break;  // the hierarchy's root was read
+    dir = dir.parent_path();
+  }
+  return best;
+}
+
+// The room the cgroups of this process leave: v2 (memory.max and memory.high, at every level)
+// and v1 (memory.limit_in_bytes, at every level of the memory controller's hierarchy).
+std::optional<Room> cgroup_room() {
   std::ifstream self("/proc/self/cgroup");
   std::string line, v2_path, v1_path;
   while (std::getline(self, line)) {
@@ -38,20 +69,15 @@ std::optional<uint64_t> cgroup_room() {
     if (a != std::string::npos && b != std::string::npos && line.substr(a + 1, b - a - 1).find("memory") != std::string::npos)
       v1_path = line.substr(b + 1);
   }
-  const auto room = [](std::optional<uint64_t> limit, std::optional<uint64_t> used) -> std::optional<uint64_t> {
-    if (!limit || *limit >= (uint64_t{1} << 60)) return std::nullopt;  // unlimited
-    const uint64_t u = used.value_or(0);
-    return *limit > u ? *limit - u : 0;
+  std::optional<Room> best;
+  const auto take = [&best](std::optional<Room> r) {
+    if (r && (!best || r->bytes < best->bytes)) best = r;
   };
-  if (!v2_path.empty()) {
-    const std::string dir = "/sys/fs/cgroup" + v2_path;
-    if (auto r = room(read_number(dir + "/memory.max"), read_number(dir + "/memory.current"))) return r;
-  }
-  if (!v1_path.empty()) {
-    const std::string dir = "/sys/fs/cgroup/memory" + v1_path;
-    if (auto r = room(read_number(dir + "/memory.limit_in_bytes"), read_number(dir + "/memory.usage_in_bytes"))) return r;
-  }
-  return std::nullopt;
+  if (!v2_path.empty())
+    take(smallest_room("/sys/fs/cgroup", v2_path, {{"memory.max", "memory.current"}, {"memory.high", "memory.current"}}));
+  if (!v1_path.empty())
+    take(smallest_room("/sys/fs/cgroup/memory", v1_path, {{"memory.limit_in_bytes", "memory.usage_in_bytes"}}));
+  return best;
 }
 
 }  // namespace
@@ -65,7 +91,7 @@ std::optional<MemoryAvailable> memory_available() {
   }
   const auto meminfo = meminfo_available();
   const auto cgroup = cgroup_room();
-  if (cgroup && (!meminfo || *cgroup < *meminfo)) return MemoryAvailable{*cgroup, "the cgroup's memory limit"};
+  if (cgroup && (!meminfo || cgroup->bytes < *meminfo)) return MemoryAvailable{cgroup->bytes, "the cgroup limit " + cgroup->where};
   if (meminfo) return MemoryAvailable{*meminfo, "MemAvailable"};
   return std::nullopt;
 }

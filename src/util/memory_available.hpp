@@ -9,11 +9,12 @@ namespace deltafin {
 
 struct MemoryAvailable {
   uint64_t bytes = 0;
-  std::string source;  // "MemAvailable", "the cgroup limit", "DELTAFIN_MEMORY_GB"
+  std::string source;  // "MemAvailable", "the cgroup limit /sys/fs/cgroup/.../memory.max", "DELTAFIN_MEMORY_GB"
 };
 
-// min(MemAvailable of /proc/meminfo, the cgroup v2 memory.max or v1 memory.limit_in_bytes minus
-// the cgroup's current usage); DELTAFIN_MEMORY_GB=<GB> replaces both (to cap a run, and for
+// min(MemAvailable of /proc/meminfo, the room every cgroup above this process leaves: its limit
+// (v2 memory.max and memory.high, v1 memory.limit_in_bytes) minus its usage, the process's own
+// cgroup and each ancestor's); DELTAFIN_MEMORY_GB=<GB> replaces both (to cap a run, and for
 // tests). nullopt where neither is known (macOS, no /proc).
 std::optional<MemoryAvailable> memory_available();
 

@@ -12,7 +12,7 @@ node tests/text/reference_tiktoken.mjs build/text-ref
 node tests/text/reference_hf.mjs build/text-ref
 export DELTAFIN_TEXT_REF="$PWD/build/text-ref"
 if [ "${1:-}" = "--slow" ]; then
-  build/tests/deltafin_tests "[slow]"
+  build/tests/deltafin_tests "[slow]" --warn NoTests  # an empty selection fails
 else
   ctest --test-dir build --output-on-failure -j "$(getconf _NPROCESSORS_ONLN)"  # nproc is not on macOS
 fi

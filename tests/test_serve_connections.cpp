@@ -69,19 +69,21 @@ std::string receive(int fd, double seconds, const std::string& until = "") {
 // /slow, writing until the client stops reading for /flood).
 struct TestLoop {
   explicit TestLoop(ConnectionLimits limits)
-      : loop(limits,
-             [](const HttpRequest& request, ResponseWriter& writer) {
-               if (request.head.path == "/flood") {
-                 writer.start_stream(200, "text/plain");
-                 while (writer.write_chunk(std::string(65536, 'x'))) {
-                 }
-                 return;
-               }
-               writer.send(200, "text/plain", "ok " + request.head.path + " " + request.body);
-             },
-             nullptr) {
+      : loop(limits) {
     port = loop.bind("127.0.0.1", 0);
-    thread = std::thread([this] { loop.run(); });
+    thread = std::thread([this] {
+      loop.run(
+          [](const HttpRequest& request, ResponseWriter& writer) {
+            if (request.head.path == "/flood") {
+              writer.start_stream(200, "text/plain");
+              while (writer.write_chunk(std::string(65536, 'x'))) {
+              }
+              return;
+            }
+            writer.send(200, "text/plain", "ok " + request.head.path + " " + request.body);
+          },
+          nullptr);
+    });
   }
   ~TestLoop() {
     if (thread.joinable()) {
@@ -139,7 +141,7 @@ TEST_CASE("serve connections: keep-alive, pipelining, 100-continue, a used port"
   CHECK(receive(fd, 5, "ok /c hi").find("ok /c hi") != std::string::npos);
   close(fd);
 
-  ConnectionLoop second(ConnectionLimits{}, [](const HttpRequest&, ResponseWriter&) {}, nullptr);
+  ConnectionLoop second{ConnectionLimits{}};
   try {
     second.bind("127.0.0.1", t.port);
     FAIL("a second server bound the same port");

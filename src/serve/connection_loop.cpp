@@ -73,8 +73,7 @@ void send_now(int fd, const std::string& message) {
 
 }  // namespace
 
-ConnectionLoop::ConnectionLoop(const ConnectionLimits& limits, Handler handler, RefusalCounter count_refusal)
-    : limits_(limits), handler_(std::move(handler)), count_refusal_(std::move(count_refusal)) {
+ConnectionLoop::ConnectionLoop(const ConnectionLimits& limits) : limits_(limits) {
   int fds[2];
   if (::pipe(fds) != 0) fail("serve: cannot create a pipe ({})", std::strerror(errno));
   wake_read_ = fds[0];
@@ -139,7 +138,9 @@ void ConnectionLoop::stop() {
   [[maybe_unused]] const ssize_t n = ::write(wake_write_, &byte, 1);
 }
 
-void ConnectionLoop::run() {
+void ConnectionLoop::run(Handler handler, RefusalCounter count_refusal) {
+  handler_ = std::move(handler);
+  count_refusal_ = std::move(count_refusal);
   std::vector<pollfd> polled;
   std::vector<int> polled_fds;  // the connection of each entry of polled past the first two
   for (;;) {

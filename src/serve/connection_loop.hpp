@@ -45,16 +45,17 @@ class ConnectionLoop {
   // Told of each request the loop answers itself (a refusal): its path ("" when unknown) and status.
   using RefusalCounter = std::function<void(const std::string& path, int status)>;
 
-  ConnectionLoop(const ConnectionLimits& limits, Handler handler, RefusalCounter count_refusal);
+  explicit ConnectionLoop(const ConnectionLimits& limits);
   ~ConnectionLoop();
   ConnectionLoop(const ConnectionLoop&) = delete;
   ConnectionLoop& operator=(const ConnectionLoop&) = delete;
 
   // Listens on host:port (SO_REUSEADDR only: a port another server listens on fails); port 0 picks
-  // a free one. Returns the port; throws deltafin::Error naming the port when it cannot.
+  // a free one. Returns the port; throws deltafin::Error naming the port when it cannot. Clients
+  // that connect before run() wait in the listen backlog.
   int bind(const std::string& host, int port);
-  // Serves until stop(); returns once every handler thread has finished.
-  void run();
+  // Serves until stop(); returns once every handler thread has finished. count_refusal may be empty.
+  void run(Handler handler, RefusalCounter count_refusal);
   // From any thread (a signal watcher): begins the bounded shutdown.
   void stop();
 

@@ -42,18 +42,13 @@ void answer_error(ResponseWriter& writer, const ApiError& error, const HeaderLis
 
 }  // namespace
 
-HttpServer::HttpServer(Generator& generator, const ServerOptions& options)
-    : generator_(generator),
-      options_(options),
-      admission_(options.max_waiting),
-      loop_(
-          options.connections, [this](const HttpRequest& request, ResponseWriter& writer) { handle(request, writer); },
-          [this](const std::string& path, int status) { metrics_.count_request(find_route(path) ? path : "other", status); }),
-      started_(unix_seconds()) {}
+HttpServer::HttpServer(Generator& generator, const ServerOptions& options, ConnectionLoop& loop)
+    : generator_(generator), options_(options), admission_(options.max_waiting), loop_(loop), started_(unix_seconds()) {}
 
-int HttpServer::bind() { return loop_.bind(options_.host, options_.port); }
-
-void HttpServer::serve() { loop_.run(); }
+void HttpServer::serve() {
+  loop_.run([this](const HttpRequest& request, ResponseWriter& writer) { handle(request, writer); },
+            [this](const std::string& path, int status) { metrics_.count_request(find_route(path) ? path : "other", status); });
+}
 
 void HttpServer::shut_down() {
   shutting_down_ = true;

@@ -19,23 +19,19 @@
 namespace deltafin::serve {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8080;                 // 0: any free port (printed)
   std::string api_key;             // "": no key asked
   std::string model_name;          // the id clients name in "model"
   int max_waiting = 8;             // requests waiting behind the running one
   int64_t context = 0;             // positions a request may reach (prompt + max_tokens)
   int64_t default_max_tokens = 256;
   uint64_t memory_budget = 0;      // reported by /metrics beside the peak RSS
-  ConnectionLimits connections;    // body size, deadlines, connection caps
 };
 
 class HttpServer {
  public:
-  HttpServer(Generator& generator, const ServerOptions& options);
+  // loop: bound already (ConnectionLoop::bind), so that a used port fails before the model loads.
+  HttpServer(Generator& generator, const ServerOptions& options, ConnectionLoop& loop);
 
-  // Binds the address; returns the port (throws deltafin::Error naming it when it cannot).
-  int bind();
   // Serves until shut_down(); returns once every request's handler is done.
   void serve();
   // From another thread: the running generation stops after its current token and is answered
@@ -51,7 +47,7 @@ class HttpServer {
   ServerOptions options_;
   Admission admission_;
   Metrics metrics_;
-  ConnectionLoop loop_;
+  ConnectionLoop& loop_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};
   int64_t started_ = 0;  // Unix seconds

@@ -29,7 +29,6 @@ struct ConnectionLoop::Connection {
   enum class State { Reading, Answering, Draining };
   int fd = -1;
   std::string address;
-  bool counted = false;  // in per_address_
   State state = State::Reading;
   std::string buffer;    // bytes read and not yet consumed
   std::unique_ptr<RequestHead> head;  // once the head is in
@@ -69,6 +68,15 @@ void send_now(int fd, const std::string& message) {
 #else
   [[maybe_unused]] const ssize_t n = ::send(fd, message.data(), message.size(), 0);
 #endif
+}
+
+// An error answer of the loop's own; the connection closes after it. Busy answers (503, 429) ask
+// the client to retry in a second.
+std::string refusal_response(int status, const std::string& message) {
+  const std::string body = error_json(ApiError(status, message, "", status >= 500 ? "server_error" : "invalid_request_error"));
+  HeaderList extra;
+  if (status == 503 || status == 429) extra.emplace_back("Retry-After", "1");
+  return response_head(status, "application/json", static_cast<long long>(body.size()), extra, false) + body;
 }
 
 }  // namespace
@@ -231,9 +239,9 @@ void ConnectionLoop::accept_connections(Clock::time_point now) {
     const int fd = ::accept(listener_, reinterpret_cast<sockaddr*>(&peer), &length);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-        accept_paused_until_ = now + std::chrono::milliseconds(100);  // the connections open must close first
-      return;  // EAGAIN: none left
+      if (errno != EAGAIN && errno != EWOULDBLOCK)  // out of descriptors or memory: open connections must close first
+        accept_paused_until_ = now + std::chrono::milliseconds(100);
+      return;
     }
     set_nonblocking(fd);
     const int yes = 1;
@@ -241,21 +249,23 @@ void ConnectionLoop::accept_connections(Clock::time_point now) {
 #ifdef SO_NOSIGPIPE
     setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &yes, sizeof(yes));
 #endif
+    const std::string address = numeric_host(peer, length);
+    // Past a cap the refusal is sent and the socket closed at once (not drained): refused
+    // connections must not pile up open themselves.
+    if (static_cast<int>(connections_.size()) >= limits_.max_connections) {
+      refuse_at_once(fd, 503, "the server has too many connections open; retry later", "");
+      continue;
+    }
+    if (per_address_[address] >= limits_.max_per_address) {
+      refuse_at_once(fd, 429, fmt::format("too many connections from {} (at most {} at once)", address, limits_.max_per_address), "");
+      continue;
+    }
+    ++per_address_[address];
     auto c = std::make_unique<Connection>();
     c->fd = fd;
-    c->address = numeric_host(peer, length);
+    c->address = address;
     c->deadline = now + seconds<Clock>(limits_.head_seconds);
-    Connection& added = *c;
     connections_[fd] = std::move(c);
-    if (static_cast<int>(connections_.size()) > limits_.max_connections) {
-      refuse(added, 503, "the server has too many connections open; retry later", "", now, {{"Retry-After", "1"}});
-    } else if (per_address_[added.address] >= limits_.max_per_address) {
-      refuse(added, 429, fmt::format("too many connections from {} (at most {} at once)", added.address, limits_.max_per_address),
-             "", now, {{"Retry-After", "1"}});
-    } else {
-      ++per_address_[added.address];
-      added.counted = true;
-    }
   }
 }
 
@@ -300,7 +310,7 @@ void ConnectionLoop::advance(Connection& c, Clock::time_point now) {
     return;
   }
   if (handlers_running_ >= limits_.max_handlers)
-    return refuse(c, 503, "the server is busy; retry later", c.head->path, now, {{"Retry-After", "1"}});
+    return refuse(c, 503, "the server is busy; retry later", c.head->path, now);
   const size_t length = c.head->content_length;
   HttpRequest request{std::move(*c.head), c.buffer.substr(c.head_bytes, length)};
   c.buffer.erase(0, c.head_bytes + length);
@@ -332,7 +342,7 @@ void ConnectionLoop::dispatch(Connection& c, HttpRequest request) {
   } catch (const std::system_error&) {  // no thread to be had
     --handlers_running_;
     c.state = Connection::State::Reading;
-    refuse(c, 503, "the server is busy; retry later", path, Clock::now(), {{"Retry-After", "1"}});
+    refuse(c, 503, "the server is busy; retry later", path, Clock::now());
   }
 }
 
@@ -356,11 +366,15 @@ void ConnectionLoop::take_back_finished(Clock::time_point now) {
   }
 }
 
-void ConnectionLoop::refuse(Connection& c, int status, const std::string& message, const std::string& path, Clock::time_point now,
-                            const HeaderList& extra) {
+void ConnectionLoop::refuse_at_once(int fd, int status, const std::string& message, const std::string& path) {
   if (count_refusal_) count_refusal_(path, status);
-  const std::string body = error_json(ApiError(status, message, "", status >= 500 ? "server_error" : "invalid_request_error"));
-  send_now(c.fd, response_head(status, "application/json", static_cast<long long>(body.size()), extra, false) + body);
+  send_now(fd, refusal_response(status, message));
+  ::close(fd);
+}
+
+void ConnectionLoop::refuse(Connection& c, int status, const std::string& message, const std::string& path, Clock::time_point now) {
+  if (count_refusal_) count_refusal_(path, status);
+  send_now(c.fd, refusal_response(status, message));
   ::shutdown(c.fd, SHUT_WR);
   c.state = Connection::State::Draining;
   c.buffer.clear();
@@ -371,7 +385,7 @@ void ConnectionLoop::refuse(Connection& c, int status, const std::string& messag
 void ConnectionLoop::close_connection(int fd) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
-  if (it->second->counted && --per_address_[it->second->address] == 0) per_address_.erase(it->second->address);
+  if (--per_address_[it->second->address] == 0) per_address_.erase(it->second->address);
   ::close(fd);
   connections_.erase(it);
 }

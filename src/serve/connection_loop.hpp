@@ -68,8 +68,10 @@ class ConnectionLoop {
   void advance(Connection& c, Clock::time_point now);  // parse what is buffered; dispatch a complete request
   void dispatch(Connection& c, HttpRequest request);
   void take_back_finished(Clock::time_point now);
-  void refuse(Connection& c, int status, const std::string& message, const std::string& path, Clock::time_point now,
-              const HeaderList& extra = {});
+  // Answers status and half-closes; the connection is drained until the client closes (or a
+  // short deadline), so that its unsent bytes do not reset the connection before it reads this.
+  void refuse(Connection& c, int status, const std::string& message, const std::string& path, Clock::time_point now);
+  void refuse_at_once(int fd, int status, const std::string& message, const std::string& path);  // at accept
   void close_connection(int fd);
   void begin_stopping(Clock::time_point now);
 

@@ -196,8 +196,10 @@ void ConnectionLoop::run(Handler handler, RefusalCounter count_refusal) {
     }
     if (listener_ >= 0 && now < accept_paused_until_) next = std::min(next, accept_paused_until_);
     const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
-    if (::poll(polled.data(), polled.size(), static_cast<int>(std::max<long long>(wait_ms, 0))) < 0 && errno != EINTR)
-      fail("serve: poll failed ({})", std::strerror(errno));
+    if (::poll(polled.data(), polled.size(), static_cast<int>(std::max<long long>(wait_ms, 0))) < 0) {
+      for (pollfd& p : polled) p.revents = 0;  // EINTR, or out of memory: nothing is ready; try again shortly
+      if (errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     now = Clock::now();
 
     if (polled[0].revents) {

@@ -199,6 +199,12 @@ kill -INT "$open_pid"; wait "$open_pid" || fail "SIGINT: nonzero exit"
 grep -q 'warning: --host 0.0.0.0: serving beyond this machine with no --api-key' "$work/open.log" || fail "no warning for 0.0.0.0"
 "$bin" serve -m "$model" --port 70000 2> "$work/port.log" && fail "--port 70000 accepted"
 grep -q '^deltafin: --port must be 0..65535' "$work/port.log" || fail "--port 70000: $(cat "$work/port.log")"
+for flag in --max-connections --max-connections-per-address --request-timeout; do
+  "$bin" serve -m "$model" --port 0 "$flag" 0 2> "$work/flag.log" && fail "$flag 0 accepted"
+  grep -q "^deltafin: $flag must be" "$work/flag.log" || fail "$flag 0: $(cat "$work/flag.log")"
+done
+"$bin" serve -m "$model" --port 0 --queue 9223372036854775807 2> "$work/queue.log" && fail "--queue past int accepted"
+[ "$(grep -c . "$work/queue.log")" = 1 ] || fail "--queue past int: $(cat "$work/queue.log")"
 
 if [ "$failures" -gt 0 ]; then echo "$failures failures" >&2; exit 1; fi
 echo "all bad-request cases passed"

@@ -1,7 +1,8 @@
 // deltafin serve's connection loop and request heads, without a model: heads parse strictly
 // (oversized Content-Length, Transfer-Encoding, folded or malformed lines refused with their
 // status); slow clients neither block a complete request nor outlive their deadline (408); the
-// caps per address (429) and in all (503) refuse at once; keep-alive and pipelined requests are
+// caps per address (429) and in all (503) refuse at once, the cap on bytes being read too (503);
+// keep-alive and pipelined requests are
 // answered in order; Expect: 100-continue is answered; a second server on a used port fails
 // naming it; stop() ends the loop in bounded time with slow clients and a handler still writing.
 #include <catch2/catch.hpp>
@@ -196,6 +197,26 @@ TEST_CASE("serve connections: caps per address and in all refuse at once", "[ser
   CHECK(receive(extra, 2, "\r\n\r\n").find("HTTP/1.1 503 ") == 0);
   close(extra);
   for (int fd : open) close(fd);
+}
+
+TEST_CASE("serve connections: the bytes of requests being read are capped in all", "[serve]") {
+  ConnectionLimits limits;
+  limits.max_buffered_bytes = 4096;
+  TestLoop t(limits);
+  const std::string head = "POST /big HTTP/1.1\r\nContent-Length: 3000\r\n\r\n";
+  const int first = connect_to(t.port), second = connect_to(t.port);
+  send_text(first, head + std::string(2000, 'a'));  // a body still arriving
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  send_text(second, head + std::string(2500, 'b'));  // past the cap together
+  CHECK(receive(second, 2, "\r\n\r\n").find("HTTP/1.1 503 ") == 0);
+  send_text(first, std::string(1000, 'a'));  // the first is still read whole
+  CHECK(receive(first, 2, "aaa").find("HTTP/1.1 200 ") == 0);
+  close(first);
+  close(second);
+  const int third = connect_to(t.port);  // the refused bytes were given back
+  send_text(third, head + std::string(3000, 'c'));
+  CHECK(receive(third, 2, "ccc").find("HTTP/1.1 200 ") == 0);
+  close(third);
 }
 
 TEST_CASE("serve connections: stop() ends the loop in bounded time with slow clients and a stuck reader", "[serve]") {

@@ -77,6 +77,7 @@ int serve_command(ServeFlags& f) {
   if (!is_loopback(f.host) && f.server.api_key.empty())
     spdlog::warn("--host {}: serving beyond this machine with no --api-key: anyone who can reach it can use it", f.host);
   connections.max_body_bytes = static_cast<uint64_t>(f.max_body_mb * (1 << 20));
+  connections.max_buffered_bytes = std::max(connections.max_buffered_bytes, 2 * connections.max_body_bytes);
   connections.max_handlers = std::max(connections.max_handlers, f.server.max_waiting + 1 + kHandlersBesideTheLine);
   fit_open_file_limit(connections.max_connections);
   if (f.server.model_name.empty()) f.server.model_name = std::filesystem::weakly_canonical(f.engine.model_dir).filename().string();
@@ -96,7 +97,7 @@ int serve_command(ServeFlags& f) {
   const ModelSummary summary = engines.target->summary();
   f.server.context = summary.context_length > 0 ? std::min(f.context, summary.context_length) : f.context;
   f.server.memory_budget = summary.spine_bytes + engines.target->stats().cache_budget_bytes + summary.planned_state_bytes +
-                           engines.draft_bytes + kRuntimeAllowance;
+                           engines.draft_bytes + kRuntimeAllowance + connections.max_buffered_bytes;
   const std::string drafter = engines.drafter ? engines.drafter->name() : "off";
   serve::Generator generator(f.engine.model_dir, std::move(engines.target), std::move(engines.drafter), f.speculative,
                              f.engine.chunk, !f.no_session_reuse);

@@ -278,7 +278,12 @@ void ConnectionLoop::read_from(Connection& c, Clock::time_point now) {
     const ssize_t n = ::recv(c.fd, chunk, sizeof(chunk), 0);
     if (n > 0) {
       taken += static_cast<size_t>(n);
-      if (c.state == Connection::State::Reading) c.buffer.append(chunk, static_cast<size_t>(n));
+      if (c.state == Connection::State::Reading) {
+        c.buffer.append(chunk, static_cast<size_t>(n));
+        buffered_bytes_ += static_cast<uint64_t>(n);
+        if (buffered_bytes_ > limits_.max_buffered_bytes)
+          return refuse(c, 503, "the server is reading too many requests at once; retry later", c.head ? c.head->path : "", now);
+      }
       if (c.state == Connection::State::Reading && !c.head && c.buffer.size() > limits_.max_head_bytes) break;
       continue;
     }
@@ -316,6 +321,8 @@ void ConnectionLoop::advance(Connection& c, Clock::time_point now) {
   const size_t length = c.head->content_length;
   HttpRequest request{std::move(*c.head), c.buffer.substr(c.head_bytes, length)};
   c.buffer.erase(0, c.head_bytes + length);
+  buffered_bytes_ -= c.head_bytes + length;
+  if (c.buffer.capacity() > (64 << 10)) c.buffer.shrink_to_fit();  // an idle connection keeps no large body's room
   c.head.reset();
   c.continue_sent = false;
   dispatch(c, std::move(request));
@@ -379,7 +386,8 @@ void ConnectionLoop::refuse(Connection& c, int status, const std::string& messag
   send_now(c.fd, refusal_response(status, message));
   ::shutdown(c.fd, SHUT_WR);
   c.state = Connection::State::Draining;
-  c.buffer.clear();
+  buffered_bytes_ -= c.buffer.size();
+  c.buffer = std::string();
   c.head.reset();
   c.deadline = now + seconds<Clock>(kDrainSeconds);
 }
@@ -388,6 +396,7 @@ void ConnectionLoop::close_connection(int fd) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
   if (--per_address_[it->second->address] == 0) per_address_.erase(it->second->address);
+  buffered_bytes_ -= it->second->buffer.size();
   ::close(fd);
   connections_.erase(it);
 }

@@ -3,7 +3,8 @@
 // per client address, and hands each complete request to a handler thread; the connection comes
 // back for its next request (keep-alive) once the response is written. No thread waits on a
 // client that has not sent a whole request, so slow clients hold a buffer and a socket each, not
-// a worker and never a generation; a client too slow for its deadline gets 408 and is closed.
+// a worker and never a generation; a client too slow for its deadline gets 408 and is closed,
+// and the buffers of requests being read are capped together.
 // stop() closes the listener and every idle or half-read connection at once, and cuts those
 // still being answered after a grace period, so the loop ends within a bounded time.
 #pragma once
@@ -34,6 +35,7 @@ struct ConnectionLimits {
   double body_bytes_per_second = 65536;  // and its body within head_seconds more, plus its length at this rate
   size_t max_head_bytes = 16384;    // larger: 431
   uint64_t max_body_bytes = 4 << 20;  // larger: 413
+  uint64_t max_buffered_bytes = 64 << 20;  // of requests being read, all connections together (more: 503)
   int max_handlers = 256;           // requests being answered at once (more: 503)
   double stop_grace_seconds = 3;    // stop(): responses still being written after this are cut off
 };
@@ -83,6 +85,7 @@ class ConnectionLoop {
   std::map<int, std::unique_ptr<Connection>> connections_;  // by socket; only the loop's thread touches it
   std::map<std::string, int> per_address_;
   int handlers_running_ = 0;
+  uint64_t buffered_bytes_ = 0;  // in the buffers of connections being read
   Clock::time_point accept_paused_until_{};  // out of descriptors: accept again after a pause
   bool stopping_ = false;                    // the loop's view of stop_requested_
   Clock::time_point stop_deadline_{};

@@ -2,9 +2,9 @@
 // (oversized Content-Length, Transfer-Encoding, folded or malformed lines refused with their
 // status); slow clients neither block a complete request nor outlive their deadline (408); the
 // caps per address (429) and in all (503) refuse at once, the cap on bytes being read too (503);
-// keep-alive and pipelined requests are
-// answered in order; Expect: 100-continue is answered; a second server on a used port fails
-// naming it; stop() ends the loop in bounded time with slow clients and a handler still writing.
+// keep-alive and pipelined requests are answered in order; Expect: 100-continue is answered; a
+// second server on a used port fails naming it; stop() ends the loop in bounded time with slow
+// clients and a handler still writing.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "serve/api_error.hpp"
+#include "serve/listen_socket.hpp"
 #include "serve/openai_format.hpp"
 #include "util/error.hpp"
 
@@ -101,40 +102,10 @@ ConnectionLoop::~ConnectionLoop() {
 }
 
 int ConnectionLoop::bind(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (const int err = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); err != 0)
-    fail("--host {}: not an address to listen on ({})", host, gai_strerror(err));
-  int error = 0;
-  for (addrinfo* a = found; a && listener_ < 0; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) {
-      error = errno;
-      continue;
-    }
-    const int yes = 1;  // SO_REUSEADDR: restart while old connections linger; never SO_REUSEPORT (two servers on one port)
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
-      listener_ = fd;
-    } else {
-      error = errno;
-      ::close(fd);
-    }
-  }
-  freeaddrinfo(found);
-  if (listener_ < 0) {
-    if (error == EADDRINUSE) fail("--port {}: the port is in use (another server listens there)", port);
-    fail("--host {} --port {}: cannot listen there ({})", host, port, std::strerror(error));
-  }
+  int bound_port = 0;
+  listener_ = listen_on(host, port, bound_port);
   set_nonblocking(listener_);
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
-  getsockname(listener_, reinterpret_cast<sockaddr*>(&bound), &length);
-  return ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return bound_port;
 }
 
 void ConnectionLoop::stop() {

@@ -26,7 +26,7 @@ install() {
   local packages=(cmake ninja-build pkg-config g++-aarch64-linux-gnu qemu-user
     libcli11-dev catch2  # header-only and Multi-Arch: foreign, the host's serve arm64 too
     libhwy-dev:arm64 libfmt-dev:arm64 libspdlog-dev:arm64 libsimdjson14:arm64 libxxhash-dev:arm64
-    libpcre2-dev:arm64 libicu-dev:arm64 libcpp-httplib-dev:arm64)
+    libpcre2-dev:arm64 libicu-dev:arm64)
   local missing=() p
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

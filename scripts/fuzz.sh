@@ -4,7 +4,7 @@
 # ignored, kept between runs so coverage accumulates). Exits non-zero when a fuzzer finds a
 # crash, leak, sanitizer report or timeout; the reproducer is saved under build-fuzz/artifacts/.
 #   scripts/fuzz.sh [seconds] [target] [extra libFuzzer flags...]
-#   target: safetensors, config, placement, tokenizer_json, tiktoken_ranks, encode, all
+#   target: safetensors, config, placement, tokenizer_json, tiktoken_ranks, encode, http_head, request, all
 set -euo pipefail
 
 seconds=${1:-60}
@@ -56,4 +56,10 @@ if [[ $which == all || $which == tiktoken_ranks ]]; then
 fi
 if [[ $which == all || $which == encode ]]; then
   run_target encode "$root/tests/fuzz/encode-corpus" "$@"
+fi
+if [[ $which == all || $which == http_head ]]; then
+  run_target http_head "$root/tests/fuzz/http-head-corpus" "$@"
+fi
+if [[ $which == all || $which == request ]]; then
+  run_target request "$root/tests/fuzz/request-corpus" "$@"
 fi

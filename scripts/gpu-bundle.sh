@@ -17,8 +17,8 @@ rm -rf "$out" && mkdir -p "$out/lib"
 cp build-cuda/deltafin build-cuda/kernel_bench build-cuda/cuda_expert_bench build-cuda/tests/deltafin_tests "$out/"
 cp -r build/text-ref "$out/"
 # Every shared library of these packages the binaries load (the GPU machine has libc, libstdc++,
-# libgcc, OpenSSL, zlib and the CUDA driver, but not cpp-httplib or brotli).
+# libgcc, OpenSSL, zlib and the CUDA driver).
 for bin in "$out"/deltafin "$out"/deltafin_tests; do ldd "$bin"; done | awk '/=> \// {print $3}' | sort -u |
-  grep -E 'lib(hwy|fmt|spdlog|simdjson|xxhash|pcre2-8|icuuc|icudata|icui18n|cpp-httplib|brotli(common|dec|enc))\.so' | while read -r lib; do cp -L "$lib" "$out/lib/"; done
+  grep -E 'lib(hwy|fmt|spdlog|simdjson|xxhash|pcre2-8|icuuc|icudata|icui18n)\.so' | while read -r lib; do cp -L "$lib" "$out/lib/"; done
 git describe --always --dirty --abbrev=12 > "$out/commit"
 du -sh "$out"

@@ -12,7 +12,7 @@ if [ "$(uname -s)" = "Darwin" ]; then
     echo "setup: Homebrew is needed on macOS (https://brew.sh)" >&2
     exit 1
   fi
-  brew_packages="cmake ninja cli11 fmt spdlog simdjson xxhash catch2 highway pcre2 icu4c cpp-httplib pkgconf node python numpy gnuplot"
+  brew_packages="cmake ninja cli11 fmt spdlog simdjson xxhash catch2 highway pcre2 icu4c pkgconf node python numpy gnuplot"
   missing=""
   for p in $brew_packages; do
     brew list --versions "$p" >/dev/null 2>&1 || missing="$missing $p"
@@ -31,7 +31,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev libfmt-dev libspdlog-dev libsimdjson-dev libxxhash-dev catch2 libhwy-dev libpcre2-dev
   libicu-dev                        # NFC/NFKC normalizers of tokenizer.json files
-  libcpp-httplib-dev curl           # deltafin serve; curl for its tests
+  curl                              # the deltafin serve tests
   clang libclang-rt-14-dev          # libFuzzer for scripts/fuzz.sh
   python3 python3-numpy             # tools/ (synthetic models)
   fio gnuplot-nox                   # k3-public-bench/: drive read ceilings, charts

@@ -67,6 +67,32 @@ TEST_CASE("serve requests: fields, defaults and refusals naming the field", "[se
   CHECK(refusal(R"({"prompt": ""})", false).param == "prompt");
 }
 
+TEST_CASE("serve requests: every integer field near and past INT64_MAX, negative or fractional, refused naming it", "[serve]") {
+  const std::string chat = R"("messages": [{"role": "user", "content": "x"}])";
+  auto chat_with = [&](const std::string& field, const std::string& value) { return "{" + chat + ", \"" + field + "\": " + value + "}"; };
+  for (const std::string field : {"max_tokens", "max_completion_tokens", "seed", "top_k"}) {
+    INFO(field);
+    for (const std::string value : {"9223372036854775808", "18446744073709551615", "-1", "-9223372036854775808", "1.5", "1e3", "\"7\"", "true"})
+      CHECK(refusal(chat_with(field, value)).param == field);
+  }
+  // In range they parse; the context check (http_server.cpp) compares max_tokens with the room
+  // left, so INT64_MAX cannot overflow prompt + max_tokens there.
+  CHECK(parse_chat_request(chat_with("max_tokens", "9223372036854775807")).max_tokens == INT64_MAX);
+  CHECK(parse_chat_request(chat_with("top_k", "9223372036854775807")).sampler.top_k == INT64_MAX);
+  CHECK(parse_chat_request(chat_with("seed", "9223372036854775807")).sampler.seed == uint64_t{INT64_MAX});
+  for (const std::string value : {"9223372036854775807", "18446744073709551615", "0", "-1", "1.0"})
+    CHECK(refusal(chat_with("n", value)).param == "n");
+  CHECK(parse_chat_request(chat_with("n", "1")).messages.size() == 1);
+  CHECK(refusal(chat_with("logprobs", "true")).param == "logprobs");
+  CHECK(refusal(chat_with("top_logprobs", "9223372036854775807")).param == "top_logprobs");
+  CHECK(parse_chat_request(chat_with("logprobs", "false")).messages.size() == 1);
+  CHECK(refusal(R"({"prompt": "x", "logprobs": 18446744073709551615})", false).param == "logprobs");
+  CHECK(parse_completion_request(R"({"prompt": "x", "logprobs": 0})").prompt == "x");
+  std::string many = "[";
+  for (int i = 0; i < 100000; ++i) many += i ? ",\"s\"" : "\"s\"";
+  CHECK(refusal(chat_with("stop", many + "]")).param == "stop");
+}
+
 TEST_CASE("serve session cache: reuse gives the logits of a fresh prefill", "[serve]") {
   for (const std::string name : {"k2_tiny", "k3_tiny"}) {
     INFO(name);

@@ -1,131 +1,105 @@
 // Routes and request handling of `deltafin serve` (see http_server.hpp).
 #include "serve/http_server.hpp"
 
-#include <httplib.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include "serve/openai_format.hpp"
-#include "serve/peer_socket.hpp"
 #include "serve/request.hpp"
-#include "util/error.hpp"
 #include "util/ids_hash.hpp"
 
 namespace deltafin::serve {
 namespace {
 
 constexpr const char* kJson = "application/json";
-constexpr int kWorkersBesideTheLine = 4;  // threads for /health, /metrics and refusals while the line is full
+
+struct Route {
+  std::string_view path, method;
+};
+constexpr Route kRoutes[] = {{"/health", "GET"},
+                             {"/metrics", "GET"},
+                             {"/v1/models", "GET"},
+                             {"/v1/chat/completions", "POST"},
+                             {"/v1/completions", "POST"}};
+
+const Route* find_route(const std::string& path) {
+  for (const Route& r : kRoutes)
+    if (r.path == path) return &r;
+  return nullptr;
+}
 
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-bool is_endpoint(const std::string& path) {
-  return path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/models" || path == "/health" ||
-         path == "/metrics";
-}
-
 ApiError shutting_down_error() { return ApiError(503, "the server is shutting down", "", "server_error"); }
 
-// The text of an error the HTTP library answered by itself.
-ApiError library_error(int status) {
-  switch (status) {
-    case 404: return ApiError(404, "no such endpoint", "", "invalid_request_error");
-    case 413: return ApiError(413, "the request body is too large", "", "invalid_request_error");
-    default: return ApiError(status, fmt::format("HTTP error {}", status), "", "invalid_request_error");
-  }
+void answer_error(ResponseWriter& writer, const ApiError& error, const HeaderList& extra = {}) {
+  writer.send(error.status, kJson, error_json(error), extra);
 }
 
 }  // namespace
 
-HttpServer::HttpServer(Generator& generator, const ServerOptions& options)
-    : generator_(generator),
-      options_(options),
-      http_(std::make_unique<httplib::Server>()),
-      admission_(options.max_waiting),
-      started_(unix_seconds()) {
-  const size_t workers = static_cast<size_t>(options.max_waiting) + 1 + kWorkersBesideTheLine;
-  http_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-  http_->set_payload_max_length(options.max_body_bytes);
-  http_->set_keep_alive_timeout(2);  // a shutdown waits for idle kept-alive connections this long at most
-  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + options_.api_key)
-      return httplib::Server::HandlerResponse::Unhandled;
-    answer_error(res, ApiError(401, req.has_header("Authorization") ? "wrong API key" : "an API key is required (Authorization: Bearer KEY)",
-                               "", "authentication_error"));
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  http_->set_error_handler([this](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty()) answer_error(res, library_error(res.status));
-  });
-  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics_.count_request(is_endpoint(req.path) ? req.path : "other", res.status);  // bounded label values
-  });
-  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (shutting_down_) return answer_error(res, shutting_down_error());
-    res.set_content("{\"status\": \"ok\"}", kJson);
-  });
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(admission_.running(), admission_.waiting(), options_.memory_budget), "text/plain; version=0.0.4");
-  });
-  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(models_json(options_.model_name, started_), kJson);
-  });
-  http_->Post("/v1/chat/completions",
-              [this](const httplib::Request& req, httplib::Response& res) { handle_completion(req, res, true); });
-  http_->Post("/v1/completions",
-              [this](const httplib::Request& req, httplib::Response& res) { handle_completion(req, res, false); });
-}
-
-HttpServer::~HttpServer() = default;
-
-int HttpServer::bind() {
-  const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host) : options_.port;
-  if (port <= 0 || (options_.port != 0 && !http_->bind_to_port(options_.host, options_.port)))
-    fail("--host {} --port {}: cannot listen there (in use, or not an address of this machine)", options_.host,
-         options_.port);
-  return port;
-}
+HttpServer::HttpServer(Generator& generator, const ServerOptions& options, ConnectionLoop& loop)
+    : generator_(generator), options_(options), admission_(options.max_waiting), loop_(loop), started_(unix_seconds()) {}
 
 void HttpServer::serve() {
-  http_->listen_after_bind();
-  served_ = true;
+  loop_.run([this](const HttpRequest& request, ResponseWriter& writer) { handle(request, writer); },
+            [this](const std::string& path, int status) { metrics_.count_request(find_route(path) ? path : "other", status); });
 }
 
 void HttpServer::shut_down() {
   shutting_down_ = true;
   admission_.shut_down();
-  // stop() acts only on a server that listens: a signal right after bind() waits for listening
-  // to begin. The workers finish their responses before listen_after_bind() returns.
-  while (!http_->is_running() && !served_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  http_->stop();
+  loop_.stop();
 }
 
-void HttpServer::answer_error(httplib::Response& res, const ApiError& error) {
-  res.status = error.status;
-  res.set_content(error_json(error), kJson);
+bool HttpServer::authorized(const HttpRequest& request) const {
+  const std::string& path = request.head.path;
+  if (options_.api_key.empty() || (path.rfind("/v1/", 0) != 0 && path != "/metrics")) return true;
+  return request.head.header("authorization") == "Bearer " + options_.api_key;
 }
 
-void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+void HttpServer::handle(const HttpRequest& request, ResponseWriter& writer) {
+  const std::string& path = request.head.path;
+  const Route* route = find_route(path);
+  if (!authorized(request)) {
+    answer_error(writer, ApiError(401, request.head.has_header("authorization") ? "wrong API key" : "an API key is required (Authorization: Bearer KEY)",
+                                  "", "authentication_error"));
+  } else if (!route) {
+    answer_error(writer, ApiError(404, fmt::format("no such endpoint: {}", path)));
+  } else if (request.head.method != route->method) {
+    answer_error(writer, ApiError(405, fmt::format("{} takes {}, not {}", path, route->method, request.head.method)),
+                 {{"Allow", std::string(route->method)}});
+  } else if (path == "/health") {
+    if (shutting_down_) answer_error(writer, shutting_down_error());
+    else writer.send(200, kJson, "{\"status\": \"ok\"}");
+  } else if (path == "/metrics") {
+    writer.send(200, "text/plain; version=0.0.4", metrics_.render(admission_.running(), admission_.waiting(), options_.memory_budget));
+  } else if (path == "/v1/models") {
+    writer.send(200, kJson, models_json(options_.model_name, started_));
+  } else {
+    handle_completion(request, writer, path == "/v1/chat/completions");
+  }
+  metrics_.count_request(route ? path : "other", writer.status());  // bounded label values
+}
+
+void HttpServer::handle_completion(const HttpRequest& http_request, ResponseWriter& writer, bool chat) {
+  HeaderList extra;  // of an error answer
   try {
-    const CompletionRequest request = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
+    const CompletionRequest request = chat ? parse_chat_request(http_request.body) : parse_completion_request(http_request.body);
     if (!request.model.empty() && request.model != options_.model_name)
       throw ApiError(404, fmt::format("the model '{}' does not exist (this server runs '{}')", request.model, options_.model_name),
                      "model");
     std::shared_ptr<Admission::Ticket> ticket = admission_.admit();
     if (!ticket) {
       if (shutting_down_) throw shutting_down_error();
-      res.set_header("Retry-After", "1");
+      extra.emplace_back("Retry-After", "1");
       throw ApiError(503, fmt::format("the server is busy ({} requests are waiting); retry later", options_.max_waiting), "",
                      "server_error");
     }
-    const int socket_fd = find_connection_socket(req.local_port, req.remote_addr, req.remote_port);
     if (!ticket->wait()) throw shutting_down_error();
 
     // The engine is this request's from here until the ticket is dropped.
@@ -134,60 +108,52 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     input.prompt = chat ? generator_.chat_prompt(request.messages) : generator_.text_prompt(request.prompt);
     input.sampler = request.sampler;
     input.stops = request.stops;
-    input.max_tokens = request.max_tokens.value_or(std::min<int64_t>(
-        options_.default_max_tokens, std::max<int64_t>(options_.context - static_cast<int64_t>(input.prompt.size()), 0)));
-    const int64_t needed = static_cast<int64_t>(input.prompt.size()) + input.max_tokens;
-    if (needed > options_.context)
-      throw ApiError(400, fmt::format("the prompt ({} tokens) and max_tokens {} need {} positions, past the context of {}",
-                                      input.prompt.size(), input.max_tokens, needed, options_.context),
-                     request.max_tokens ? (chat ? "max_completion_tokens" : "max_tokens") : (chat ? "messages" : "prompt"));
-    ResponseHeader header{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_++), unix_seconds(), options_.model_name, chat};
+    const int64_t prompt_tokens = static_cast<int64_t>(input.prompt.size());
+    const int64_t room = std::max<int64_t>(options_.context - prompt_tokens, 0);  // new tokens the context has room for
+    input.max_tokens = request.max_tokens.value_or(std::min(options_.default_max_tokens, room));
+    // Compared with the room left, never summed: max_tokens may be any int64.
+    if (prompt_tokens > options_.context || input.max_tokens > room)
+      throw ApiError(400, fmt::format("the prompt ({} tokens) leaves room for {} new tokens in the context of {}; max_tokens is {}",
+                                      prompt_tokens, room, options_.context, input.max_tokens),
+                     request.max_tokens ? request.max_tokens_field : (chat ? "messages" : "prompt"));
+    const ResponseHeader header{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_++), unix_seconds(), options_.model_name, chat};
+    auto stop_now = [&] { return shutting_down_.load() || writer.peer_has_closed(); };
     auto finish = [this](const GenerationResult& result) {
       metrics_.count_generation(result);
       metrics_.set_engine_snapshot(generator_.engine().stats(), generator_.state_bytes());
     };
 
     if (!request.stream) {
-      const GenerationResult result = generator_.generate(
-          input, [](std::string_view) { return true; },
-          [&] { return shutting_down_.load() || peer_has_closed(socket_fd); });
+      const GenerationResult result = generator_.generate(input, [](std::string_view) { return true; }, stop_now);
       finish(result);
       if (result.finish_reason == "cancelled") throw shutting_down_error();  // (or nobody is listening)
-      res.set_header("X-Deltafin-Ids-Hash", ids_hash_text(result.ids));
-      res.set_content(completion_json(header, result), kJson);
+      writer.send(200, kJson, completion_json(header, result), {{"X-Deltafin-Ids-Hash", ids_hash_text(result.ids)}});
       return;
     }
-    const bool include_usage = request.include_usage;
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, ticket, input = std::move(input), header, include_usage, socket_fd, finish](size_t, httplib::DataSink& sink) {
-          auto send = [&](const std::string& event) { return sink.write(event.data(), event.size()); };
-          bool first = true;  // the first piece carries the role, so the first chunk marks the first token
-          try {
-            const GenerationResult result = generator_.generate(
-                input,
-                [&](std::string_view text) {
-                  const bool sent = send(text_chunk_event(header, std::string(text), first));
-                  first = false;
-                  return sent;
-                },
-                [&] { return shutting_down_.load() || peer_has_closed(socket_fd); });
-            finish(result);
-            if (first) send(text_chunk_event(header, "", true));
-            if (result.finish_reason == "cancelled") send(error_event(shutting_down_error()));
-            else send(final_chunk_events(header, result, include_usage));
-          } catch (const std::exception& e) {
-            send(error_event(ApiError(500, e.what(), "", "server_error")));
-          }
-          send(kDoneEvent);
-          sink.done();
-          return true;
-        });
+    writer.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    bool first = true;  // the first piece carries the role, so the first chunk marks the first token
+    try {
+      const GenerationResult result = generator_.generate(
+          input,
+          [&](std::string_view text) {
+            const bool sent = writer.write_chunk(text_chunk_event(header, std::string(text), first));
+            first = false;
+            return sent;
+          },
+          stop_now);
+      finish(result);
+      if (first) writer.write_chunk(text_chunk_event(header, "", true));
+      if (result.finish_reason == "cancelled") writer.write_chunk(error_event(shutting_down_error()));
+      else writer.write_chunk(final_chunk_events(header, result, request.include_usage));
+    } catch (const std::exception& e) {
+      writer.write_chunk(error_event(ApiError(500, e.what(), "", "server_error")));
+    }
+    writer.write_chunk(kDoneEvent);
+    writer.finish_stream();
   } catch (const ApiError& e) {
-    answer_error(res, e);
+    answer_error(writer, e, extra);
   } catch (const std::exception& e) {  // the engine's errors (deltafin::Error: a failed drive, a bad token)
-    answer_error(res, ApiError(500, e.what(), "", "server_error"));
+    answer_error(writer, ApiError(500, e.what(), "", "server_error"));
   }
 }
 

@@ -1,33 +1,26 @@
-// The HTTP side of `deltafin serve`, on cpp-httplib: routes, the API key, body and context
-// limits, the generation line (503 with Retry-After when full), server-sent events for streamed
-// responses, cancellation when a client disconnects, and a shutdown that answers what is in
-// flight with an error.
+// The HTTP side of `deltafin serve`: routes (404 for an unknown path, 405 with Allow for a known
+// one asked with another method), the API key (on /v1/ and /metrics; /health stays open for
+// liveness probes and tells nothing), context limits, the generation line (503 with Retry-After
+// when full), server-sent events for streamed responses, cancellation when a client disconnects,
+// and a shutdown that answers what is in flight with an error. The connections themselves, with
+// their deadlines and caps, are the connection loop's (connection_loop.hpp).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "serve/admission.hpp"
 #include "serve/api_error.hpp"
+#include "serve/connection_loop.hpp"
 #include "serve/generator.hpp"
 #include "serve/metrics.hpp"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace deltafin::serve {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8080;                 // 0: any free port (printed)
   std::string api_key;             // "": no key asked
   std::string model_name;          // the id clients name in "model"
-  size_t max_body_bytes = 4 << 20;
   int max_waiting = 8;             // requests waiting behind the running one
   int64_t context = 0;             // positions a request may reach (prompt + max_tokens)
   int64_t default_max_tokens = 256;
@@ -36,28 +29,26 @@ struct ServerOptions {
 
 class HttpServer {
  public:
-  HttpServer(Generator& generator, const ServerOptions& options);
-  ~HttpServer();
+  // loop: bound already (ConnectionLoop::bind), so that a used port fails before the model loads.
+  HttpServer(Generator& generator, const ServerOptions& options, ConnectionLoop& loop);
 
-  // Binds the address; returns the port (throws deltafin::Error when it cannot).
-  int bind();
-  // Serves until shut_down(); returns once every connection's worker is done.
+  // Serves until shut_down(); returns once every request's handler is done.
   void serve();
   // From another thread: the running generation stops after its current token and is answered
-  // with an error, waiting requests too; then the listener closes.
+  // with an error, waiting requests too; idle and half-read connections close at once.
   void shut_down();
 
  private:
-  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
-  void answer_error(httplib::Response& res, const ApiError& error);
+  void handle(const HttpRequest& request, ResponseWriter& writer);
+  void handle_completion(const HttpRequest& request, ResponseWriter& writer, bool chat);
+  bool authorized(const HttpRequest& request) const;
 
   Generator& generator_;
   ServerOptions options_;
-  std::unique_ptr<httplib::Server> http_;
   Admission admission_;
   Metrics metrics_;
+  ConnectionLoop& loop_;
   std::atomic<bool> shutting_down_{false};
-  std::atomic<bool> served_{false};  // serve() has returned
   std::atomic<uint64_t> next_id_{1};
   int64_t started_ = 0;  // Unix seconds
 };

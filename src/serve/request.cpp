@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "serve/api_error.hpp"
 
 namespace deltafin::serve {
@@ -40,9 +42,14 @@ double number_field(element value, const std::string& name, double lo, double hi
   return x;
 }
 
-int64_t integer_field(element value, const std::string& name) {
+// An integer from lo to hi. JSON integers past int64 (simdjson: UINT64) are out of range, not
+// wrapped; a number with a fraction or exponent is not an integer.
+int64_t integer_field(element value, const std::string& name, int64_t lo, int64_t hi) {
+  const std::string range = fmt::format("an integer from {} to {}", lo, hi);
+  if (value.type() == element_type::UINT64) bad_field(name, range);
   int64_t x;
-  if (value.type() != element_type::INT64 || value.get_int64().get(x) != simdjson::SUCCESS) bad_field(name, "an integer");
+  if (value.type() != element_type::INT64 || value.get_int64().get(x) != simdjson::SUCCESS) bad_field(name, range);
+  if (x < lo || x > hi) bad_field(name, range);
   return x;
 }
 
@@ -50,6 +57,18 @@ bool bool_field(element value, const std::string& name) {
   bool b;
   if (value.get_bool().get(b) != simdjson::SUCCESS) bad_field(name, "a boolean");
   return b;
+}
+
+// Log probabilities are not returned: a request for them (true, or a count above 0) is refused
+// rather than answered without them.
+void refuse_logprobs(element value, const std::string& name) {
+  bool b = false;
+  int64_t n = 0;
+  if (value.get_bool().get(b) == simdjson::SUCCESS) {
+    if (b) bad_field(name, "false or absent (this server returns no log probabilities)");
+  } else if (value.type() != element_type::INT64 || value.get_int64().get(n) != simdjson::SUCCESS || n != 0) {
+    bad_field(name, "0, false or absent (this server returns no log probabilities)");
+  }
 }
 
 // A message's content: a string, or an array of {"type": "text", "text": ...} parts (joined).
@@ -86,34 +105,29 @@ void parse_common(element root, CompletionRequest& r) {
     if (v->type() != element_type::OBJECT) bad_field("stream_options", "an object");
     if (auto u = field(*v, "include_usage")) r.include_usage = bool_field(*u, "stream_options.include_usage");
   }
-  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();  // the context check bounds it further
+  for (const char* name : {"max_tokens", "max_completion_tokens"})
     if (auto v = field(root, name)) {
-      const int64_t n = integer_field(*v, name);
-      if (n < 0) bad_field(name, "a non-negative integer");
-      r.max_tokens = n;
+      r.max_tokens = integer_field(*v, name, 0, kMax);
+      r.max_tokens_field = name;
     }
-  }
   r.sampler.temperature = 1.0f;  // OpenAI's default
   if (auto v = field(root, "temperature")) r.sampler.temperature = static_cast<float>(number_field(*v, "temperature", 0, 2, "between 0 and 2"));
   if (auto v = field(root, "top_p"))
     r.sampler.top_p = static_cast<float>(number_field(*v, "top_p", 0, 1, "between 0 and 1"));
   if (r.sampler.top_p <= 0) bad_field("top_p", "greater than 0");
-  if (auto v = field(root, "seed")) {
-    const int64_t seed = integer_field(*v, "seed");
-    if (seed < 0) bad_field("seed", "a non-negative integer");
-    r.sampler.seed = static_cast<uint64_t>(seed);
-  }
-  if (auto v = field(root, "n")) {
-    if (integer_field(*v, "n") != 1) bad_field("n", "1 (one choice per request)");
-  }
+  if (auto v = field(root, "top_k")) r.sampler.top_k = integer_field(*v, "top_k", 0, kMax);  // 0: off; past the vocabulary: all
+  if (auto v = field(root, "seed")) r.sampler.seed = static_cast<uint64_t>(integer_field(*v, "seed", 0, kMax));
+  if (auto v = field(root, "n"); v && (v->type() != element_type::INT64 || v->get_int64().value_unsafe() != 1))
+    bad_field("n", "1 (one choice per request)");
   if (auto v = field(root, "stop")) {
     if (v->type() == element_type::STRING) {
       r.stops.push_back(string_field(*v, "stop"));
     } else {
       simdjson::dom::array stops;
       if (v->get_array().get(stops) != simdjson::SUCCESS) bad_field("stop", "a string or an array of strings");
+      if (stops.size() > kMaxStops) bad_field("stop", fmt::format("at most {} strings", kMaxStops));
       for (element s : stops) r.stops.push_back(string_field(s, "stop"));
-      if (r.stops.size() > kMaxStops) bad_field("stop", fmt::format("at most {} strings", kMaxStops));
     }
     for (const std::string& s : r.stops)
       if (s.empty()) bad_field("stop", "non-empty strings");
@@ -128,6 +142,8 @@ CompletionRequest parse_chat_request(std::string_view body) {
   CompletionRequest r;
   r.chat = true;
   parse_common(root, r);
+  for (const char* name : {"logprobs", "top_logprobs"})
+    if (auto v = field(root, name)) refuse_logprobs(*v, name);
   const auto messages = field(root, "messages");
   if (!messages) throw ApiError(400, "'messages' is required", "messages");
   simdjson::dom::array list;
@@ -155,6 +171,7 @@ CompletionRequest parse_completion_request(std::string_view body) {
   const element root = parse_object(parser, body);
   CompletionRequest r;
   parse_common(root, r);
+  if (auto v = field(root, "logprobs")) refuse_logprobs(*v, "logprobs");
   const auto prompt = field(root, "prompt");
   if (!prompt) throw ApiError(400, "'prompt' is required", "prompt");
   if (prompt->type() == element_type::ARRAY) {  // one prompt in an array; token arrays and batches are refused

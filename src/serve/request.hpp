@@ -1,6 +1,8 @@
 // The bodies of POST /v1/chat/completions and /v1/completions, parsed and type-checked. Fields
 // this server does not use are ignored, as OpenAI's own server ignores unknown ones; a field
-// with the wrong type or range, or n other than 1, is an ApiError 400 naming it.
+// with the wrong type or range, n other than 1, or a request for log probabilities, is an
+// ApiError 400 naming it. Integers are int64 JSON integers within their field's range (past
+// INT64_MAX, fractional or exponent forms are refused, never wrapped or rounded).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   std::optional<int64_t> max_tokens;  // max_completion_tokens or max_tokens
+  std::string max_tokens_field;       // which of the two gave it (an error names it)
   SamplerOptions sampler;             // temperature (default 1 as OpenAI's), top_p, seed
   std::vector<std::string> stops;
 };

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# `deltafin serve` refusals, with curl: API key (401), malformed JSON and wrong types (400 naming
-# the field), n != 1, unknown model (404), body too large (413), context overflow (400), a full
-# line (503 + Retry-After), a client that disconnects (its generation cancelled), and SIGTERM
-# during a generation (answered with an error, exit 0).
+# `deltafin serve` refusals, with curl: API key (401, /metrics included), malformed JSON and wrong
+# types (400 naming the field), every integer field near and past INT64_MAX, negative or not an
+# integer (400 naming it: a max_tokens that overflowed prompt + max_tokens was admitted and ran
+# past the context), n != 1, log probabilities, unknown model (404), a known endpoint asked with
+# the wrong method (405 + Allow), body too large (413), chunked bodies (411), context overflow
+# (400), a full line (503 + Retry-After), a client that disconnects (its generation cancelled),
+# SIGTERM during a generation (answered with an error, exit 0), and a second server on a port in
+# use (exit 1 naming the port).
 # Usage: bad_requests.sh DELTAFIN_BINARY MODEL_DIR
 set -euo pipefail
 bin=$1 model=$2
@@ -32,7 +36,7 @@ request() {
   local name=$1 expected=$2 method=$3 path=$4 body=${5:-}
   shift 5 || shift $#
   local status
-  status=$(curl -s -o "$work/$name.json" -w '%{http_code}' -X "$method" -H 'Authorization: Bearer sekret' \
+  status=$(curl -s --max-time 60 -o "$work/$name.json" -w '%{http_code}' -X "$method" -H 'Authorization: Bearer sekret' \
              -H 'Content-Type: application/json' ${body:+--data-binary "$body"} "$@" "$url$path")
   [ "$status" = "$expected" ] || fail "$name: status $status, expected $expected: $(cat "$work/$name.json")"
 }
@@ -46,7 +50,7 @@ json_is() {
 # until_metric LINE: waits (10 s at most) until /metrics has the line LINE.
 until_metric() {
   for _ in $(seq 1 200); do
-    curl -s "$url/metrics" | grep -qx "$1" && return 0
+    curl -s -H 'Authorization: Bearer sekret' "$url/metrics" | grep -qx "$1" && return 0
     sleep 0.05
   done
   fail "/metrics never showed '$1'"
@@ -86,6 +90,31 @@ refused stream_type 400 /v1/chat/completions "{$chat, \"stream\": \"yes\"}" "'st
 refused stop_type 400 /v1/chat/completions "{$chat, \"stop\": [1]}" "'stop'"
 refused n 400 /v1/chat/completions "{$chat, \"n\": 2}" "'n'"
 refused prompt 400 /v1/completions '{"prompt": ["a", "b"]}' "'prompt'"
+# Every integer field: near and past INT64_MAX, negative, not an integer. (A max_tokens of
+# INT64_MAX overflowed prompt + max_tokens and was admitted; curl's --max-time ends a hang.)
+for field in max_tokens max_completion_tokens; do
+  refused "${field}_int64_max" 400 /v1/chat/completions "{$chat, \"$field\": 9223372036854775807}" "'$field'"
+  json_is "${field}_int64_max" "'context of 4096' in j['error']['message']"
+  refused "${field}_past_int64" 400 /v1/chat/completions "{$chat, \"$field\": 9223372036854775808}" "'$field'"
+  refused "${field}_uint64_max" 400 /v1/chat/completions "{$chat, \"$field\": 18446744073709551615}" "'$field'"
+  refused "${field}_negative" 400 /v1/chat/completions "{$chat, \"$field\": -9223372036854775808}" "'$field'"
+  refused "${field}_string" 400 /v1/chat/completions "{$chat, \"$field\": \"4\"}" "'$field'"
+done
+refused completion_max_tokens_int64_max 400 /v1/completions '{"prompt": "x", "max_tokens": 9223372036854775807}' "'max_tokens'"
+refused completion_max_tokens_near 400 /v1/completions '{"prompt": "x", "max_tokens": 9223372036854775806}' "'max_tokens'"
+for field in seed top_k; do
+  refused "${field}_past_int64" 400 /v1/chat/completions "{$chat, \"$field\": 9223372036854775808}" "'$field'"
+  refused "${field}_negative" 400 /v1/chat/completions "{$chat, \"$field\": -1}" "'$field'"
+  refused "${field}_float" 400 /v1/chat/completions "{$chat, \"$field\": 1.5}" "'$field'"
+done
+refused n_int64_max 400 /v1/chat/completions "{$chat, \"n\": 9223372036854775807}" "'n'"
+refused n_past_int64 400 /v1/completions '{"prompt": "x", "n": 18446744073709551615}' "'n'"
+refused chat_logprobs 400 /v1/chat/completions "{$chat, \"logprobs\": true}" "'logprobs'"
+refused chat_top_logprobs 400 /v1/chat/completions "{$chat, \"top_logprobs\": 9223372036854775807}" "'top_logprobs'"
+refused completion_logprobs 400 /v1/completions '{"prompt": "x", "logprobs": 9223372036854775808}' "'logprobs'"
+stops=$(/usr/bin/python3 -c 'print(",".join(["\"s\""] * 1000))')
+refused stop_many 400 /v1/chat/completions "{$chat, \"stop\": [$stops]}" "'stop'"
+request seed_top_k_ok 200 POST /v1/completions '{"prompt": "x", "max_tokens": 2, "seed": 9223372036854775807, "top_k": 9223372036854775807, "logprobs": 0}'
 refused model 404 /v1/chat/completions '{"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}' "'model'"
 refused overflow 400 /v1/chat/completions "{$chat, \"max_completion_tokens\": 100000}" "'max_completion_tokens'"
 json_is overflow "'context of 4096' in j['error']['message']"
@@ -93,6 +122,20 @@ big=$(head -c 20000 /dev/zero | tr '\0' 'a')
 request too_large 413 POST /v1/completions "{\"prompt\": \"$big\"}"
 json_is too_large "j['error']['message'] == 'the request body is too large'"
 request no_endpoint 404 GET /v1/nothing
+request get_on_post 405 GET /v1/chat/completions "" -D "$work/get_on_post.headers"
+grep -qi '^Allow: POST' "$work/get_on_post.headers" || fail "GET on a POST endpoint: no 'Allow: POST'"
+request post_on_get 405 POST /health '{}' -D "$work/post_on_get.headers"
+grep -qi '^Allow: GET' "$work/post_on_get.headers" || fail "POST on a GET endpoint: no 'Allow: GET'"
+status=$(curl -s -o "$work/metrics_nokey.json" -w '%{http_code}' "$url/metrics")
+[ "$status" = 401 ] || fail "/metrics without the key: status $status"
+status=$(curl -s -o /dev/null -w '%{http_code}' "$url/health")
+[ "$status" = 200 ] || fail "/health without the key: status $status (it stays open for probes)"
+status=$(curl -s -o "$work/chunked.json" -w '%{http_code}' -H 'Authorization: Bearer sekret' -H 'Transfer-Encoding: chunked' \
+           --data-binary '{"prompt": "x"}' "$url/v1/completions")
+[ "$status" = 411 ] || fail "a chunked body: status $status, expected 411"
+status=$(curl -s -o "$work/huge_length.json" -w '%{http_code}' -H 'Authorization: Bearer sekret' \
+           -H 'Content-Length: 99999999999999999999' --data-binary '{}' "$url/v1/completions")
+[ "$status" = 400 ] || fail "a Content-Length past 64 bits: status $status, expected 400"
 request ok 200 POST /v1/completions '{"prompt": "import os", "max_tokens": 4, "temperature": 0}' -D "$work/ok.headers"
 json_is ok "j['usage']['completion_tokens'] == 4 and j['system_fingerprint'].startswith('xxh3:')"
 hash=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['system_fingerprint'])" "$work/ok.json")
@@ -135,6 +178,19 @@ server_pid=""
 [ "$code" = 0 ] || fail "SIGTERM: exit code $code, expected 0"
 grep -q 'server stopped' "$work/server.log" || fail "SIGTERM: no 'server stopped' line"
 
+# A second server on a port in use: exit 1, one line naming the port (SO_REUSEPORT let both
+# listen and split the requests between them).
+"$bin" serve -m "$model" --port 0 --draft off 2> "$work/first.log" &
+first_pid=$!
+for _ in $(seq 1 600); do grep -qs 'http://' "$work/first.log" && break; sleep 0.05; done
+port=$(grep -so 'http://[0-9.]*:[0-9]*' "$work/first.log" | sed 's/.*://')
+code=0
+"$bin" serve -m "$model" --port "$port" --draft off 2> "$work/second.log" || code=$?
+[ "$code" = 1 ] || fail "a second server on port $port: exit $code, expected 1"
+grep -q "^deltafin: --port $port: the port is in use" "$work/second.log" || fail "a second server on port $port: $(cat "$work/second.log")"
+[ "$(grep -c . "$work/second.log")" = 1 ] || fail "a second server on port $port: more than one line: $(cat "$work/second.log")"
+kill -TERM "$first_pid"; wait "$first_pid" || fail "the first server: nonzero exit after SIGTERM"
+
 # Another address than loopback without a key: a warning.
 "$bin" serve -m "$model" --host 0.0.0.0 --port 0 --draft off 2> "$work/open.log" &
 open_pid=$!
@@ -143,6 +199,12 @@ kill -INT "$open_pid"; wait "$open_pid" || fail "SIGINT: nonzero exit"
 grep -q 'warning: --host 0.0.0.0: serving beyond this machine with no --api-key' "$work/open.log" || fail "no warning for 0.0.0.0"
 "$bin" serve -m "$model" --port 70000 2> "$work/port.log" && fail "--port 70000 accepted"
 grep -q '^deltafin: --port must be 0..65535' "$work/port.log" || fail "--port 70000: $(cat "$work/port.log")"
+for flag in --max-connections --max-connections-per-address --request-timeout; do
+  "$bin" serve -m "$model" --port 0 "$flag" 0 2> "$work/flag.log" && fail "$flag 0 accepted"
+  grep -q "^deltafin: $flag must be" "$work/flag.log" || fail "$flag 0: $(cat "$work/flag.log")"
+done
+"$bin" serve -m "$model" --port 0 --queue 9223372036854775807 2> "$work/queue.log" && fail "--queue past int accepted"
+[ "$(grep -c . "$work/queue.log")" = 1 ] || fail "--queue past int: $(cat "$work/queue.log")"
 
 if [ "$failures" -gt 0 ]; then echo "$failures failures" >&2; exit 1; fi
 echo "all bad-request cases passed"

@@ -123,7 +123,7 @@ if [ "$throttled" = 1 ]; then
 elif [ "$n_real" -gt 0 ]; then
   for ((d = 0; d < max_drives; d++)); do needs+=("${dirs[$d]} $(size_of drive "$d") --drive ${real[$d]}"); done
 fi
-short=$(for n in "${needs[@]}"; do
+short=$(for n in ${needs[@]+"${needs[@]}"}; do
     set -- $n; dir=$1 bytes=$2; shift 2
     echo "$(mount_of "$dir")|$(free_of "$dir")|$bytes|$dir|$*"
   done | awk -F'|' '{ need[$1] += $3 * 1.02; free[$1] = $2; what[$1] = what[$1] (what[$1] ? ", " : "") $5 " " sprintf("%.1f", $3 / 1e9)

@@ -99,18 +99,17 @@ model=$work/k3-synthetic-$preset
 run=$work/run-$$  # this run's placements, drive images, stats; removed at the end unless --keep
 
 # --- space: what each filesystem must hold, checked before anything is written ---------------
-gb() { awk -v b="$1" 'BEGIN { printf "%.1f GB", b / 1e9 }'; }
 existing() { local d=$1; while [ ! -d "$d" ]; do d=$(dirname "$d"); done; echo "$d"; }
-mount_of() { df -Pk "$(existing "$1")" | awk 'NR == 2 { print $NF }'; }
+mount_of() { df -Pk "$(existing "$1")" | awk 'NR == 2 { sub(/^([^ ]+ +){5}/, ""); print }'; }
 free_of() { df -Pk "$(existing "$1")" | awk 'NR == 2 { printf "%.0f", $4 * 1024 }'; }
 sizes=$("$(numpy_python)" "$root/tools/make_synthetic_k3.py" --list-tensors --preset "$preset" |
   python3 "$root/k3-public-bench/bench_space.py" --stripes "$stripes" --mirror "$mirror")
 size_of() { echo "$sizes" | awk -v k="$1" -v i="${2:-}" '$1 == k && (i == "" || $2 == i) { print $NF }'; }
 model_made=0
 [ -f "$model/model.safetensors.index.json" ] || model_made=1
-needs=()  # "DIR BYTES WHAT"
-if [ "$model_made" = 1 ]; then needs+=("$work $(size_of model) the model"); fi
-if [ "$disk" = 1 ]; then needs+=("$work $(size_of placement) the disk arm's placement"); fi
+needs=()  # "DIR|BYTES|WHAT"
+if [ "$model_made" = 1 ]; then needs+=("$work|$(size_of model)|the model"); fi
+if [ "$disk" = 1 ]; then needs+=("$work|$(size_of placement)|the disk arm's placement"); fi
 image_gib=0
 if [ "$throttled" = 1 ]; then
   # Each image a whole number of GiB: the largest drive's bytes + 4% and 0.5 GiB for ext4 (inode
@@ -118,14 +117,14 @@ if [ "$throttled" = 1 ]; then
   largest=$(echo "$sizes" | awk '$1 == "drive" && $3 > m { m = $3 } END { print m + 0 }')
   image_gib=$(awk -v b="$largest" 'BEGIN { g = b * 1.04 / 2^30 + 0.5; printf "%d", (g == int(g)) ? g : int(g) + 1 }')
   for ((d = 0; d < max_drives; d++)); do
-    needs+=("$run $(awk -v b="$(size_of drive "$d")" -v g="$image_gib" 'BEGIN { printf "%.0f", b + g * 2^30 * 0.04 + 2^27 }') drive $d's image")
+    needs+=("$run|$(awk -v b="$(size_of drive "$d")" -v g="$image_gib" 'BEGIN { printf "%.0f", b + g * 2^30 * 0.04 + 2^27 }')|drive $d's image")
   done
 elif [ "$n_real" -gt 0 ]; then
-  for ((d = 0; d < max_drives; d++)); do needs+=("${dirs[$d]} $(size_of drive "$d") --drive ${real[$d]}"); done
+  for ((d = 0; d < max_drives; d++)); do needs+=("${dirs[$d]}|$(size_of drive "$d")|--drive ${real[$d]}"); done
 fi
 short=$(for n in ${needs[@]+"${needs[@]}"}; do
-    set -- $n; dir=$1 bytes=$2; shift 2
-    echo "$(mount_of "$dir")|$(free_of "$dir")|$bytes|$dir|$*"
+    IFS='|' read -r dir bytes what <<< "$n"
+    echo "$(mount_of "$dir")|$(free_of "$dir")|$bytes|$dir|$what"
   done | awk -F'|' '{ need[$1] += $3 * 1.02; free[$1] = $2; what[$1] = what[$1] (what[$1] ? ", " : "") $5 " " sprintf("%.1f", $3 / 1e9)
                      if (!($1 in dir)) dir[$1] = $4 }
     END { for (m in need) if (need[m] > free[m])
@@ -213,7 +212,8 @@ if [ "$disk" = 1 ]; then
 fi
 
 # measure_ceilings OUT [unthrottled]: each drive's ceiling once (the first data file of each drive
-# directory), as lines "data-file GB/s engine", for every arm's drives or only the unthrottled ones
+# directory), as tab-separated lines "data-file GB/s engine" (paths may hold spaces), for every
+# arm's drives or only the unthrottled ones
 measure_ceilings() {
   local arm name manifest prefix n rep extra file dir measured line
   : > "$1"
@@ -222,17 +222,17 @@ measure_ceilings() {
     if [ -n "${2:-}" ] && [ -n "$prefix" ]; then continue; fi
     python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["drives"]))' "$manifest" |
       while read -r file; do
-        grep -q "^$file " "$1" && continue
+        if awk -F'\t' -v f="$file" '$1 == f { found = 1 } END { exit !found }' "$1"; then continue; fi
         dir=$(dirname "$file")
-        measured=$( (grep "^$dir/" "$1" || true) | head -1 | cut -d' ' -f2-)  # one run per drive
+        measured=$(awk -F'\t' -v d="$dir/" 'index($1, d) == 1 { print $2 "\t" $3; exit }' "$1")  # one run per drive
         if [ -z "$measured" ]; then
           # shellcheck disable=SC2086  # $prefix holds zero or more words
           line=$($prefix "$root/k3-public-bench/fio-ceiling.sh" "$file" 1048576 8 "$fio_secs" 2>/dev/null) ||
             { echo "run-bench.sh: fio-ceiling.sh failed on $file" >&2; exit 1; }
-          measured=$(echo "$line" | sed 's/^ceiling_gbps=\([^ ]*\) engine=\([^ ]*\).*/\1 \2/')
+          measured=$(echo "$line" | awk '{ sub(/^ceiling_gbps=/, "", $1); sub(/^engine=/, "", $2); print $1 "\t" $2 }')
           echo "  $dir: $line"
         fi
-        echo "$file $measured" >> "$1"
+        printf '%s\t%s\n' "$file" "$measured" >> "$1"
       done
   done
 }
@@ -276,7 +276,7 @@ cold_run prefill256 $prefix "$bin" run -m "$model" --placement "$manifest" --tok
 if [ "$disk" = 1 ] || [ "$n_real" -gt 0 ]; then
   echo "== unthrottled drives' ceilings again, after the arms"
   measure_ceilings "$run/ceilings-after.txt" unthrottled
-  awk 'NR == FNR { after[$1] = $2 " " $3; next }
+  awk -F'\t' -v OFS='\t' 'NR == FNR { after[$1] = $2 " " $3; next }
        { split(after[$1], a, " ") } a[1] > $2 { print $1, a[1], a[2], $2 "," a[1]; next }
        { print $1, $2, $3, $2 (a[1] == "" ? "" : "," a[1]) }' "$run/ceilings-after.txt" "$run/ceilings.txt" > "$run/ceilings.best"
   mv "$run/ceilings.best" "$run/ceilings.txt"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Summarizes a run-bench.sh run: reads the arms (stdin: name|manifest|prefix|drives|replicate),
-WORK/ceilings.txt (data file, ceiling GB/s, engine, and for an unthrottled drive measured before
+WORK/ceilings.txt (tab-separated: data file, ceiling GB/s, engine, and for an unthrottled drive measured before
 and after the arms both samples "BEFORE,AFTER": the ceiling is the higher), WORK/runs/*.json (deltafin run --stats-json)
 and WORK/runs/cold.txt (run, 1 when the page cache was dropped before it), and writes
 OUT/results.csv (the schema in plot.sh) and OUT/results.md. Environment: MODEL_DIR, the synthetic
@@ -28,7 +28,7 @@ work, out, mbps, cache, tokens = sys.argv[1:6]
 arms = [line.rstrip("\n").split("|")[:5] for line in sys.stdin if line.strip()]
 ceiling, engines, samples = {}, set(), {}
 for line in open(os.path.join(work, "ceilings.txt")):
-    path, gbps, engine, *before_after = line.split()
+    path, gbps, engine, *before_after = line.rstrip("\n").split("\t")
     ceiling[path] = float(gbps)
     engines.add(engine)
     if before_after and "," in before_after[0]:

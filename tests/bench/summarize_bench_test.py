@@ -31,7 +31,7 @@ def summarize(arms, ceilings, runs):
         os.makedirs(os.path.join(work, "runs"))
         os.makedirs(out)
         with open(os.path.join(work, "ceilings.txt"), "w") as f:
-            f.write("".join(line + "\n" for line in ceilings))
+            f.write("".join("\t".join(fields) + "\n" for fields in ceilings))
         with open(os.path.join(work, "runs", "cold.txt"), "w") as f:
             for name, s in runs.items():
                 json.dump(s, open(os.path.join(work, "runs", name + ".json"), "w"))
@@ -56,7 +56,7 @@ def check(cond, what):
 
 
 # Without stripe1: stripe2 and mirror2 against stripe2 (the narrowest); the disk arm against disk1.
-ceil = ["/d0/x.bin 0.150 psync", "/d1/x.bin 0.150 psync", "/w/disk0/x.bin 1.200 io_uring"]
+ceil = [("/d0/x.bin", "0.150", "psync"), ("/d1/x.bin", "0.150", "psync"), ("/w/disk0/x.bin", "1.200", "io_uring")]
 rc, md, rows = summarize(["stripe2|m|p|2|0", "mirror2|m|p|2|1", "disk1|m||1|0"], ceil, {
     "stripe2.0": stats({"/d0/x.bin": 0.14, "/d1/x.bin": 0.14}),
     "mirror2.0": stats({"/d0/x.bin": 0.147, "/d1/x.bin": 0.147}, seconds=10 / 1.05),
@@ -69,20 +69,22 @@ check("under-measured" not in md, "flagged a ceiling that was not under-measured
 check(row(md, "stripe2")[5] == "93%", "stripe2's fraction of the floor: " + row(md, "stripe2")[5])
 
 # The disk arm read 2.2 GB/s from a drive measured at 1.2: flagged, no 183% anywhere.
-rc, md, rows = summarize(["stripe1|m|p|1|0", "disk1|m||1|0"], ["/d0/x.bin 0.150 psync", "/w/disk0/x.bin 1.200 io_uring 1.100,1.200"], {
+# (Its directory has a space in its name, as a macOS volume may.)
+rc, md, rows = summarize(["stripe1|m|p|1|0", "disk1|m||1|0"],
+                         [("/d0/x.bin", "0.150", "psync"), ("/Volumes/My SSD/x.bin", "1.200", "io_uring", "1.100,1.200")], {
     "stripe1.0": stats({"/d0/x.bin": 0.149}),
-    "disk1.0": stats({"/w/disk0/x.bin": 2.2})})
+    "disk1.0": stats({"/Volumes/My SSD/x.bin": 2.2})})
 check(rc == 0, f"exit status {rc}")
 check(row(md, "disk1")[5] == "ceiling under-measured" and row(md, "disk1")[9] == "ceiling under-measured",
       "the disk arm above its ceiling is not flagged: " + " | ".join(row(md, "disk1")))
 check("183%" not in row(md, "disk1"), "a fraction above 100% is shown")
 check("disk1 read 2.200 GB/s" in md, "no note on the under-measured ceiling")
-check("1.100 then 1.200 GB/s" in md, "the before/after samples are not listed")
+check("/Volumes/My SSD: 1.100 then 1.200 GB/s" in md, "the before/after samples are not listed")
 check([r["ceiling_under_measured"] for r in rows] == ["0", "1"], "the CSV's ceiling_under_measured column: " + str(rows))
 check(row(md, "stripe1")[10].startswith("1.00x vs stripe1"), "stripe1's speedup")
 
 # Arms that generated different ids: the tables are written and the exit status is 3.
-rc, md, rows = summarize(["stripe1|m|p|1|0", "disk1|m||1|0"], ["/d0/x.bin 0.150 psync", "/w/disk0/x.bin 1.2 io_uring"], {
+rc, md, rows = summarize(["stripe1|m|p|1|0", "disk1|m||1|0"], [("/d0/x.bin", "0.150", "psync"), ("/w/disk0/x.bin", "1.2", "io_uring")], {
     "stripe1.0": stats({"/d0/x.bin": 0.149}, ids="aaaa"), "disk1.0": stats({"/w/disk0/x.bin": 1.0}, ids="bbbb")})
 check(rc == 3, f"different ids exit {rc}, not 3")
 check("DIFFER: aaaa, bbbb" in md, "different ids not reported in the table")

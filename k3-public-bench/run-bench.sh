@@ -14,8 +14,10 @@
 # 1, 2 and 4 of them and mirrored on 4; measure each drive's ceiling at the engine's read shape
 # (1 MiB pieces, 8 in flight; fio-ceiling.sh: fio, or without it or with --no-fio the engine's
 # own reader); run every arm cold (page cache dropped by drop-cache.sh, bypass on), --repeat
-# times, interleaved; check that every arm generated the same ids; also one arm on this machine's
-# own disk (under --work), unthrottled, with its own ceiling. Writes OUT/results.csv, results.md
+# times, interleaved; check that every arm generated the same ids (exit status 3 when not); also
+# one arm on this machine's own disk (under --work), unthrottled, with its own ceiling (unthrottled
+# drives are measured before and after the arms, and keep the higher: a shared disk varies 2x
+# within minutes). Writes OUT/results.csv, results.md
 # and charts; OUT is a new folder k3-public-bench/results/runs/<UTC time>-<host>/ (git-ignored)
 # unless --out names one. When it ends, also on failure or Ctrl-C, it removes what it made: the
 # drives, the placements, the run's files and the model it generated; --keep keeps them (and the

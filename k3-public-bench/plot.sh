@@ -20,6 +20,8 @@
 #   ids_xxh3             xxh3 of the generated token ids (warns unless the same in every arm)
 #   cold                 1: the page cache was dropped before every run of the arm; 0: not
 #                        (k3-public-bench/drop-cache.sh was not permitted)
+#   ceiling_under_measured  1: the arm's drives read faster in decode than their measured
+#                        ceilings (the ceiling is wrong there; its bars say so instead of a %)
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: plot.sh RESULTS.csv OUTDIR" >&2; exit 2; }
@@ -49,7 +51,7 @@ x, bars, tics = 0, [], []
 for name, a in arms.items():
     first = x
     for r in sorted(a["rows"], key=lambda r: int(r["drive_index"])):
-        bars.append((x, f(r, "drive_ceiling_gbps"), f(r, "drive_gbps"), r["drive_index"]))
+        bars.append((x, f(r, "drive_ceiling_gbps"), f(r, "drive_gbps"), r["drive_index"], r.get("ceiling_under_measured") == "1"))
         x += 1
     tics.append('"%s\\n%s" %g' % (name, kind(a).replace("cache ", ""), (first + x - 1) / 2))
     x += 1.5
@@ -57,7 +59,7 @@ top = max(max(b[1], b[2]) for b in bars) * 1.2
 print(f"set terminal {term} size {max(800, int(70 * x) + 200)},520 {font}")
 print(f"set output '{out}/drive-bandwidth.png'")
 print("$bars << EOD")
-for b in bars: print("%g %g %g d%s %.0f%%" % (b[0], b[1], b[2], b[3], 100 * b[2] / b[1] if b[1] else 0))
+for b in bars: print("%g %g %g d%s %s" % (b[0], b[1], b[2], b[3], "ceiling?" if b[4] else "%.0f%%" % (100 * b[2] / b[1] if b[1] else 0)))
 print("EOD")
 print(f"""set title "Per-drive read rate during decode against the drive's read ceiling"
 set ylabel 'GB/s'; set yrange [0:{top}]; set xrange [-0.75:{x - 0.75}]

@@ -32,16 +32,20 @@ kv_lora = hidden/8, dense width = 2*hidden):
 
 Usage: python3 tools/make_synthetic_k3.py OUT_DIR [--preset bench|small] [--layers N] [--hidden H]
            [--experts E] [--top-k K] [--moe-inter I] [--vocab V] [--seed S] [--force]
+       python3 tools/make_synthetic_k3.py --list-tensors [--preset ...]: the checkpoint's tensors
+           as JSON lines {"name", "dtype", "shape", "nbytes"}, writing nothing (k3-public-bench/
+           bench_space.py sizes the benchmark's drives from them)
 """
 import argparse
 import glob
+import json
 import os
 import sys
 import time
 
 import numpy as np
 
-from safetensors_writer import ITEMSIZE, Lazy, bf16, bf16_bits, write_json, write_shard
+from safetensors_writer import ITEMSIZE, Lazy, bf16, bf16_bits, nbytes, write_json, write_shard
 
 PRESETS = {
     "bench": dict(layers=9, hidden=2048, head_dim=128, experts=256, top_k=16, moe_inter=768, vocab=16384),
@@ -186,19 +190,40 @@ def safetensors_order(t):
     return dict(sorted(t.items(), key=lambda kv: (-ITEMSIZE[kv[1][0]], kv[0])))
 
 
+def shard_tensors(m, a, d, i, full_attn):
+    """Shard i's tensors (lazy): 0 holds the embedding and head, i > 0 layer i - 1."""
+    if i > 0:
+        return layer_tensors(m, a, d, i - 1, i in full_attn)
+    g = "language_model."
+    return {g + "model.embed_tokens.weight": m.linear(a.vocab, d["h"], 1.0),
+            g + "lm_head.weight": m.linear(a.vocab, d["h"]), g + "model.norm.weight": m.norm(d["h"]),
+            g + "model.output_attn_res_norm.weight": m.norm(d["h"]),
+            g + "model.output_attn_res_proj.weight": m.linear(1, d["h"], 1.5 / np.sqrt(d["h"]))}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out")
+    ap.add_argument("out", nargs="?")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="bench")
     for flag in ("layers", "hidden", "experts", "top-k", "moe-inter", "vocab"):
         ap.add_argument("--" + flag, type=int, help="override the preset")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--force", action="store_true", help="write into a non-empty OUT_DIR")
+    ap.add_argument("--list-tensors", action="store_true", help="print the tensors as JSON lines; write nothing")
     a = ap.parse_args()
+    if not a.out and not a.list_tensors:
+        ap.error("OUT_DIR is required (or --list-tensors)")
     for k, v in PRESETS[a.preset].items():
         if getattr(a, k, None) is None:
             setattr(a, k, v)
     d = dims(a)
+    full_attn = [i for i in range(1, a.layers + 1) if i % 4 == 0 or i == a.layers]  # 1-based, as in K3
+    kda = [i for i in range(1, a.layers + 1) if i not in full_attn]
+    if a.list_tensors:
+        for i in range(a.layers + 1):
+            for name, (dtype, x) in shard_tensors(Maker(a.seed), a, d, i, full_attn).items():
+                print(json.dumps({"name": name, "dtype": dtype, "shape": list(x.shape), "nbytes": nbytes(dtype, x)}))
+        return
     if os.path.isdir(a.out) and os.listdir(a.out) and not a.force:
         sys.exit(f"error: {a.out} exists and is not empty (pass --force to write into it)")
     os.makedirs(a.out, exist_ok=True)
@@ -206,19 +231,10 @@ def main():
         if os.path.exists(os.path.join(a.out, old)):
             os.remove(os.path.join(a.out, old))
 
-    full_attn = [i for i in range(1, a.layers + 1) if i % 4 == 0 or i == a.layers]  # 1-based, as in K3
-    kda = [i for i in range(1, a.layers + 1) if i not in full_attn]
     m, shards, weight_map, total, experts_total = Maker(a.seed), a.layers + 1, {}, 0, 0
     started = time.time()
     for i in range(shards):
-        if i == 0:
-            g = "language_model."
-            t = {g + "model.embed_tokens.weight": m.linear(a.vocab, d["h"], 1.0),
-                 g + "lm_head.weight": m.linear(a.vocab, d["h"]), g + "model.norm.weight": m.norm(d["h"]),
-                 g + "model.output_attn_res_norm.weight": m.norm(d["h"]),
-                 g + "model.output_attn_res_proj.weight": m.linear(1, d["h"], 1.5 / np.sqrt(d["h"]))}
-        else:
-            t = layer_tensors(m, a, d, i - 1, i in full_attn)
+        t = shard_tensors(m, a, d, i, full_attn)
         name = f"model-{i + 1:05d}-of-{shards:06d}.safetensors"
         total += write_shard(os.path.join(a.out, name), safetensors_order(t), {"format": "pt"})
         experts_total += sum(ITEMSIZE[dt] * int(np.prod(x.shape)) for n, (dt, x) in t.items() if ".experts." in n)

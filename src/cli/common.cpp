@@ -72,7 +72,8 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();
   app.add_option("--backend", options.backend, "What runs the model: cpu, cuda, metal, or auto (CUDA or Metal when a device is present)")
       ->capture_default_str();
-  app.add_flag("--no-bypass{false}", options.bypass, "Read routed experts through the page cache (default: bypass it)");
+  app.add_flag_callback("--no-bypass", [&options] { options.bypass = false; },
+                        "Read routed experts through the page cache (default: bypass it)");
   app.add_option("--placement", options.placement,
                  "Placement manifest from `deltafin place` (default: deltafin-placement.json in the model directory "
                  "when present; 'none': read the original shards)");

@@ -30,8 +30,10 @@ Run run_with_stats(const std::string& args) {
   const fs::path dir = fs::temp_directory_path() / ("deltafin-receipt-" + std::to_string(::getpid()) + "-" +
                                                     std::to_string(counter++));
   fs::create_directories(dir);
-  const auto r = test::run_deltafin("run " + args + " --stats-json " + (dir / "stats.json").string() + " > " +
-                                    (dir / "out").string() + " 2> " + (dir / "err").string());
+  // In a subshell: run_command sends the command's stderr to its stdout.
+  const auto r = test::run_command("(DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " " + test::binary() + " run " +
+                                   args + " --stats-json " + (dir / "stats.json").string() + " > " + (dir / "out").string() +
+                                   " 2> " + (dir / "err").string() + ")");
   const auto slurp = [](const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     std::stringstream s;

@@ -187,6 +187,7 @@ int run(const RunFlags& f) {
   report.speculative = decoder.stats();
   report.drafter = drafter ? drafter->name() : "off";
   report.state_bytes = session->state_bytes();
+  report.page_cache = !f.engine.bypass;
   if (f.stats) print_receipt(*engine, report, f.stats_level == "full");
   if (stats_out) stats_out->write(stats_json(*engine, report));
   if (usage_out) usage_out->write(engine->usage_json());

@@ -67,6 +67,7 @@ struct RunReport {
   SpeculativeStats speculative;
   std::string drafter = "off";
   uint64_t state_bytes = 0;           // the target's KV cache and state at the end
+  bool page_cache = false;            // --no-bypass: reads went through the page cache
 };
 
 // Prints the --stats receipt to stderr: what a user asks (speed, time to first token, disk reads,

@@ -56,8 +56,8 @@ std::string model_dir_or_default(const std::string& given) {
   candidates.push_back(kBundledModel);
   for (const auto& dir : candidates)
     if (std::filesystem::exists(dir / "config.json")) return std::filesystem::weakly_canonical(dir).string();
-  fail("-m: no model directory given and no bundled model found ({} next to the binary or here; "
-       "DELTAFIN_MODEL overrides)", kBundledModel);
+  fail("-m: no model directory given and no bundled model found ({} next to the binary or its build "
+       "directory, or in the current directory; DELTAFIN_MODEL overrides)", kBundledModel);
 }
 
 void add_engine_flags(CLI::App& app, EngineOptions& options) {

@@ -57,7 +57,7 @@ std::string draft_line(const RunReport& r) {
 
 // Bytes read from storage (experts, and the spine where it streams) over the busiest drive's
 // busy time: the rate the drives delivered while reading.
-void print_disk(const EngineStats& s, bool full) {
+void print_disk(const EngineStats& s, bool page_cache, bool full) {
   const uint64_t bytes = s.expert_bytes_read + s.spine_bytes_read;
   if (bytes == 0) return line("disk", "nothing read: every expert needed was already in memory");
   double busy = s.spine_drive_busy_seconds;
@@ -67,6 +67,7 @@ void print_disk(const EngineStats& s, bool full) {
     text += fmt::format(" ({} experts, {} streamed spine)", human_bytes(s.expert_bytes_read), human_bytes(s.spine_bytes_read));
   if (busy > 0) text += " at " + human_byte_rate(bytes / busy);
   if (s.drives.size() > 1) text += fmt::format(" from {} drives", s.drives.size());
+  if (page_cache) text += " (--no-bypass: through the page cache, so perhaps from memory)";
   line("disk", text);
   if (s.drives.size() < 2 || full) return;  // --stats=full has a line per drive of its own
   for (size_t d = 0; d < s.drives.size(); ++d) {
@@ -97,7 +98,7 @@ void print_receipt(const Engine& engine, const RunReport& r, bool full) {
   line("prompt", prompt_line(r));
   line("answer", answer_line(r));
   if (r.drafter != "off") line("draft", draft_line(r));
-  print_disk(s, full);
+  print_disk(s, r.page_cache, full);
   // Findings about how the run went (one line each) go here, above the memory line.
   line("memory", memory_line(m));
   if (full) print_engine_counters(engine, r);

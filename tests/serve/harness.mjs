@@ -23,7 +23,7 @@ export function startServer(binary, args) {
 }
 
 // `deltafin run ARGS --stats=full`: the text it printed (less its final newline), the receipt's ids
-// hash and the number of ids. `run` drops one trailing newline from every prompt (README) while
+// hash and the number of ids. `run` drops one trailing newline from every prompt (docs/usage.md) while
 // the API takes a prompt as sent, so -p TEXT is passed as TEXT + "\n".
 export function runCli(binary, args) {
   const argv = args.map((a, i) => (i > 0 && args[i - 1] === "-p" ? a + "\n" : a));

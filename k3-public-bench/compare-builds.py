@@ -5,20 +5,27 @@ medians of each build and of the new/old ratios, for prefill and decode.
 
   k3-public-bench/compare-builds.py OLD_BINARY NEW_BINARY PAIRS -- RUN_ARGS...
 
-RUN_ARGS are `deltafin run` arguments (--stats is added). Example (the bundled model, no I/O):
+RUN_ARGS are `deltafin run` arguments (--stats-json is added; rates are its tokens / seconds. Before
+the receipt's decode.tokens counted tokens rather than target passes, an old build's decode rate under
+speculation counts passes: compare with --draft off). Example (the bundled model, no I/O):
   k3-public-bench/compare-builds.py /tmp/old/build/deltafin build/deltafin 10 -- \\
       -f prompt.txt -n 64 --ignore-eos --draft off --threads 2 --no-bypass
 """
-import re
+import json
+import os
 import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 
 
 def run(binary, args):
-    err = subprocess.run([binary, "run", *args, "--stats"], capture_output=True, text=True, check=True).stderr
-    rate = lambda phase: float(re.search(rf"^{phase}.*\(([0-9.]+) tok/s\)", err, re.M).group(1))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "stats.json")
+        subprocess.run([binary, "run", *args, "--stats-json", path], capture_output=True, text=True, check=True)
+        stats = json.load(open(path))
+    rate = lambda phase: stats[phase]["tokens"] / stats[phase]["seconds"] if stats[phase]["seconds"] > 0 else 0.0
     return rate("prefill"), rate("decode")
 
 

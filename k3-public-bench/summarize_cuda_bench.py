@@ -42,11 +42,12 @@ def main():
     layers = moe + 1
 
     def split(r):
-        t = r["decode"]["tokens"]
+        t = r["decode"]["tokens"]  # tokens produced; a step is a target pass (the same without speculation)
+        steps = r["decode"].get("passes", t)
         d = r["device"]
-        per_moe = lambda v: v / t / moe * 1e3
-        return dict(tok_s=t / r["decode"]["seconds"], step_ms=r["decode"]["seconds"] / t * 1e3,
-                    spine=d["decode_spine_seconds"] / t / layers * 1e3, expert=per_moe(d["decode_expert_seconds"]),
+        per_moe = lambda v: v / steps / moe * 1e3
+        return dict(tok_s=t / r["decode"]["seconds"], step_ms=r["decode"]["seconds"] / steps * 1e3,
+                    spine=d["decode_spine_seconds"] / steps / layers * 1e3, expert=per_moe(d["decode_expert_seconds"]),
                     copy=per_moe(d["decode_upload_seconds"]), wait=per_moe(r["experts"]["decode_io_wait_seconds"]),
                     gb=r["decode"]["expert_bytes"] / t / 1e9, copy_gb=d["decode_upload_bytes"] / t / 1e9)
 

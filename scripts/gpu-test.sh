@@ -124,7 +124,7 @@ if [ "${GPU_TEST_BENCH:-1}" != 0 ]; then
   export prompt=$(csv_range 5 68)
   k3_run() {  # k3_run NAME CACHE_GB TOKENS
     DELTAFIN_DEVICE_PROFILE=1 "$bin" run --backend cuda -m "$model" --tokens "$3" -n 8 --ids --ignore-eos --draft off \
-      --cache-gb "$2" --stats-json "$report/k3-$1.json" --stats
+      --cache-gb "$2" --stats-json "$report/k3-$1.json" --stats=full
   }
   export -f k3_run
   step k3-cold k3_run cold 0.6 1

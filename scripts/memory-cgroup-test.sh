@@ -57,13 +57,13 @@ free_ids=$("$bin" "${args[@]}" 2>/dev/null)
 receipt="$work/receipt.txt"
 json="$work/receipt.json"
 limited_ids=$(sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$group" /usr/bin/time -f "time-maxrss-kb %M" \
-  "$bin" "${args[@]}" --memory-gb "$budget_gb" --stats --stats-json "$json" 2>"$receipt") || {
+  "$bin" "${args[@]}" --memory-gb "$budget_gb" --stats=full --stats-json "$json" 2>"$receipt") || {
   cat "$receipt" >&2
   echo "memory-cgroup-test: FAIL: the run inside the cgroup failed" >&2
   exit 1
 }
 peak_kb=$(sed -n 's/^time-maxrss-kb //p' "$receipt")
-grep -E '^(decode|budget|spine|memory) ' "$receipt"
+grep -E '^(decode|budget|spine|rss|memory) ' "$receipt"
 echo "unlimited  $free_ids"
 echo "cgroup     $limited_ids"
 echo "peak RSS   $peak_kb KB (limit $limit_bytes B)"

@@ -108,7 +108,10 @@ void make_huge_vocab_model(const ScratchModel& m, int64_t vocab) {
     simdjson::dom::element t = header[key];
     const uint64_t end = t["data_offsets"].at(1).get_uint64().value();
     std::string shape;
-    for (simdjson::dom::element d : t["shape"].get_array()) shape += (shape.empty() ? "" : ",") + std::to_string(d.get_int64().value());
+    for (simdjson::dom::element d : t["shape"].get_array()) {
+      if (!shape.empty()) shape += ',';
+      shape += std::to_string(d.get_int64().value());
+    }
     json += fmt::format(R"(,"{}":{{"dtype":"{}","shape":[{}],"data_offsets":[{},{}]}})", key, t["dtype"].get_string().value(),
                         shape, 2 * big + data.size(), 2 * big + data.size() + end - begin);
     data += bytes.substr(8 + n + begin, end - begin);
@@ -225,7 +228,7 @@ TEST_CASE("a budget below the minimum working set, or a --cache-gb that does not
                   {"--cache-gb 0.03 leaves 0 B for the spine", "10.3 MB for the draft model", "at most --cache-gb 0.0155"});
   expect_one_line(run("DELTAFIN_MEMORY_GB=lots", "run -p def -n 2 --ids"), {"DELTAFIN_MEMORY_GB=lots"});
   // Tight but above the minimum: the spine streams and the experts take what is left.
-  const auto shared = run("DELTAFIN_MEMORY_GB=0.045", "run -p def -n 2 --ids --stats");
+  const auto shared = run("DELTAFIN_MEMORY_GB=0.045", "run -p def -n 2 --ids --stats=full");
   INFO(shared.output);
   CHECK(shared.exit_code == 0);
   CHECK(shared.output.find("budget    0.0450 GB (DELTAFIN_MEMORY_GB): spine 0.0000 GB resident + 0.0098 GB streamed") !=

@@ -1,5 +1,5 @@
 // `deltafin run` with text end to end on the k2_tiny fixture (random weights, a tiny Kimi-format
-// tokenizer): stdin, -p and -f agree; output is the UTF-8-safe decoding of the generated ids;
+// tokenizer): stdin, -p and -f agree (one trailing newline dropped from each); output is the UTF-8-safe decoding of the generated ids;
 // --chat uses the K2 template; bad prompts give clear errors; Ctrl-C stops cleanly with a receipt.
 #include <catch2/catch.hpp>
 
@@ -69,6 +69,26 @@ TEST_CASE("a piped prompt (echo def f(x): | deltafin run -m DIR -n 16) streams t
   CHECK(stdout_of("run -m " + kModel + " -f " + temp_file("prompt.txt", "def f(x):").string() + " -n 16 --ignore-eos") == text);
 }
 
+TEST_CASE("one trailing newline is dropped from every prompt: -p, -f and stdin give the same ids", "[cli-text]") {
+  const std::string run = "run -m " + kModel + " -n 8 --ignore-eos --ids";
+  const std::string expected = stdout_of(run + " -p 'def f():'");
+  REQUIRE(std::count(expected.begin(), expected.end(), ' ') == 7);
+  CHECK(stdout_of(run + " -p 'def f():\n'") == expected);  // the one rule: -p too
+  CHECK(piped("echo 'def f():'", run) == expected);
+  CHECK(piped("printf '%s' 'def f():'", run) == expected);
+  CHECK(stdout_of(run + " -p -", "echo 'def f():'") == expected);
+  for (const std::string& text : {std::string("def f():"), std::string("def f():\n"), std::string("def f():\r\n")})
+    CHECK(stdout_of(run + " -f " + temp_file("prompt-newline.txt", text).string()) == expected);
+  // Only one: a prompt that ends in two newlines keeps the second, exactly as its ids say.
+  const std::string ids = piped("printf 'def f():\\n'", "tokenize -m " + kModel);
+  std::string with_newline = ids.substr(0, ids.size() - 1);
+  std::replace(with_newline.begin(), with_newline.end(), ' ', ',');
+  CHECK(stdout_of(run + " -p 'def f():\n\n'") == stdout_of(run + " --tokens " + with_newline));
+  // The same rule under --chat.
+  CHECK(piped("echo hi", "run -m " + kModel + " --chat -n 4 --ignore-eos --ids") ==
+        stdout_of("run -m " + kModel + " -p hi --chat -n 4 --ignore-eos --ids"));
+}
+
 TEST_CASE("tokenize and detokenize are inverse on arbitrary bytes", "[cli-text]") {
   for (const std::string& s : {std::string("def f(x):\n    return x\n"), std::string("\xff\xfe\x00 bin\x80", 9),
                                std::string("héllo 日本 😀")}) {
@@ -83,7 +103,7 @@ TEST_CASE("chat mode wraps the prompt in the Kimi K2 template", "[cli-text]") {
   const auto r = run_deltafin("run -m " + kModel + " -p hi --chat -n 4 --ids --ignore-eos --stats");
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK(r.output.find("prefill   ") != std::string::npos);
+  CHECK(r.output.find("\nprompt    ") != std::string::npos);
   // The fixture tokenizer gives <|im_system|>=306, <|im_middle|>=313, <|im_end|>=298, <|im_user|>=299,
   // <|im_assistant|>=300; the prompt is system + user turn + generation prompt.
   const std::string ids = piped("printf '%s' '<|im_user|>user<|im_middle|>hi'", "tokenize -m " + kModel);
@@ -140,7 +160,7 @@ TEST_CASE("Ctrl-C stops generation cleanly and still prints the receipt", "[cli-
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 130);
   CHECK(log.find("interrupted") != std::string::npos);
-  CHECK(log.find("ids hash") != std::string::npos);
+  CHECK(log.find("\nanswer    ") != std::string::npos);
 }
 
 TEST_CASE("Ctrl-C during prefill: the receipt counts the positions appended, not the whole prompt", "[cli-text]") {
@@ -150,7 +170,7 @@ TEST_CASE("Ctrl-C during prefill: the receipt counts the positions appended, not
       run_interrupted({"--tokens", tokens, "--ids", "-n", "1", "--chunk", "1", "--past-context", "--stats"});
   INFO(log);
   std::smatch match;
-  REQUIRE(std::regex_search(log, match, std::regex(R"(prefill\s+(\d+) tokens)")));
+  REQUIRE(std::regex_search(log, match, std::regex(R"(prompt\s+(\d+) tokens)")));
   const long prefilled = std::stol(match[1]);
   CHECK(prefilled > 0);
   CHECK(prefilled < 16000);

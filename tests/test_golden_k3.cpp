@@ -195,7 +195,9 @@ TEST_CASE("inspect describes the real Kimi K3 from its config.json alone", "[gol
   std::string kda_layers, full_layers;
   for (int l = 1; l <= 93; ++l) {
     const bool mla = l % 4 == 0 || l == 93;
-    (mla ? full_layers : kda_layers) += (mla ? full_layers : kda_layers).empty() ? std::to_string(l) : "," + std::to_string(l);
+    std::string& list = mla ? full_layers : kda_layers;
+    if (!list.empty()) list += ',';
+    list += std::to_string(l);
   }
   std::ofstream(dir / "config.json") << R"({"model_type": "kimi_k3", "architectures": ["KimiK3ForConditionalGeneration"],
     "text_config": {"model_type": "kimi_linear", "vocab_size": 163840, "hidden_size": 7168, "num_hidden_layers": 93,

@@ -124,7 +124,7 @@ TEST_CASE("greedy ids of the bundled model agree between a resident and a stream
   const std::string base = "run -p 'The streaming spine' -n 12 --temp 0 --ids --draft off --ignore-eos";
   const auto resident = test::run_deltafin(base);
   REQUIRE(resident.exit_code == 0);
-  const auto streamed = test::run_deltafin(base + " --memory-gb 0.0345 --stats");
+  const auto streamed = test::run_deltafin(base + " --memory-gb 0.0345 --stats=full");
   INFO(streamed.output);
   REQUIRE(streamed.exit_code == 0);
   const auto first_line = [](const std::string& text) { return text.substr(0, text.find('\n')); };

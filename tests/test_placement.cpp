@@ -40,8 +40,10 @@ struct Bench {
   }
   ~Bench() { fs::remove_all(root); }
   std::string drive(int i) const {
-    fs::create_directories(root / ("d" + std::to_string(i)));
-    return (root / ("d" + std::to_string(i))).string();
+    fs::path dir = root / "d";
+    dir += std::to_string(i);
+    fs::create_directories(dir);
+    return dir.string();
   }
   std::string path(const std::string& name) const { return (root / name).string(); }
   // `deltafin place` onto drives 0..n-1 with a manifest `name`; returns the manifest path.
@@ -112,7 +114,7 @@ TEST_CASE("placement: ids identical across drive counts, replicas, cache budgets
       }
     // The placement next to the model is found without --placement.
     b.place(2, "model/deltafin-placement.json");
-    const auto found = run_deltafin(greedy(b.model, " --stats"));
+    const auto found = run_deltafin(greedy(b.model, " --stats=full"));
     CHECK(found.output.find("deltafin-placement.json") != std::string::npos);
   }
 }
@@ -121,7 +123,7 @@ TEST_CASE("placement: records are aligned, balanced per layer, and replicated by
   Bench b("k2_tiny");
   const auto index = WeightIndex::open(b.model);
   const ExpertTable experts = load_expert_table(b.model, *index);
-  const PlacementManifest m = plan_placement(experts, {{b.drive(0), b.drive(1), b.drive(2)}, nullptr, 0});
+  const PlacementManifest m = plan_placement(experts, {{b.drive(0), b.drive(1), b.drive(2)}, nullptr, 0, {}});
   std::vector<std::vector<int>> per_layer_drive(experts.layers(), std::vector<int>(3, 0));
   for (const PlacedRecord& r : m.records) {
     REQUIRE(r.holders.size() == 1);
@@ -136,7 +138,7 @@ TEST_CASE("placement: records are aligned, balanced per layer, and replicated by
   const std::string usage = b.path("usage.json");
   REQUIRE(run_deltafin(greedy(b.model, " --record-usage " + usage)).exit_code == 0);
   const ExpertUsage counts = read_usage(usage, model_fingerprint(experts), experts);
-  const PlacementManifest hot = plan_placement(experts, {{b.drive(0), b.drive(1)}, &counts, 0.25});
+  const PlacementManifest hot = plan_placement(experts, {{b.drive(0), b.drive(1)}, &counts, 0.25, {}});
   uint64_t replicated = 0, min_replicated = UINT64_MAX, max_single = 0;
   for (const PlacedRecord& r : hot.records) {
     const uint64_t n = counts[r.layer][r.expert];
@@ -149,7 +151,7 @@ TEST_CASE("placement: records are aligned, balanced per layer, and replicated by
   for (const auto& row : counts)
     for (uint64_t n : row) total += n;
   CHECK(total > 0);
-  CHECK_THROWS_WITH(plan_placement(experts, {{b.drive(0)}, nullptr, 0.5}), Catch::Contains("--usage"));
+  CHECK_THROWS_WITH(plan_placement(experts, {{b.drive(0)}, nullptr, 0.5, {}}), Catch::Contains("--usage"));
 }
 
 TEST_CASE("verify: a clean placement passes, and a flipped byte names the drive and the expert", "[placement]") {
@@ -636,7 +638,7 @@ TEST_CASE("spine records: greedy ids of a streamed run from the drives equal the
   const std::string budget = fmt::format(" --memory-gb {:.6f}", resident.summary.minimum_bytes / 1e9 + 0.00002);
   CHECK(run_stdout(greedy(b.model, " --placement none" + budget)).output == reference);
   std::string receipt;
-  const auto placed = run_stdout(greedy(b.model, " --placement " + manifest + budget + " --stats"), &receipt);
+  const auto placed = run_stdout(greedy(b.model, " --placement " + manifest + budget + " --stats=full"), &receipt);
   CHECK(placed.exit_code == 0);
   CHECK(placed.output == reference);
   // The receipt says how much of the streamed spine came from the drives' records: all of it.
@@ -649,7 +651,7 @@ TEST_CASE("spine records: greedy ids of a streamed run from the drives equal the
   CHECK(all > 0);
   CHECK(records == all);
   std::string none_receipt;
-  run_stdout(greedy(b.model, " --placement none" + budget + " --stats"), &none_receipt);
+  run_stdout(greedy(b.model, " --placement none" + budget + " --stats=full"), &none_receipt);
   CHECK(none_receipt.find("(0.0000 GB of it from spine records)") != std::string::npos);
 }
 

@@ -23,7 +23,10 @@ std::string ref_dir() { return test::text_ref_dir("reference_tiktoken.mjs"); }
 
 std::string show(const std::vector<int32_t>& ids) {
   std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ' ';
+    s += std::to_string(ids[i]);
+  }
   return s;
 }
 

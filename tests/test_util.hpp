@@ -110,7 +110,10 @@ inline double relative_error(const float* a, const float* ref, int64_t n) {
 
 inline std::string join_ids(const std::vector<int32_t>& ids, const char* sep) {
   std::string out;
-  for (size_t i = 0; i < ids.size(); ++i) out += (i ? sep : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += sep;
+    out += std::to_string(ids[i]);
+  }
   return out;
 }
 

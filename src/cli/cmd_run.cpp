@@ -1,8 +1,9 @@
-// `deltafin run`: a prompt (-p TEXT, a file, stdin, or --tokens ids), optionally in the model's
+// `deltafin run`: a prompt (-p TEXT, a file, stdin, or --tokens ids; one trailing newline is
+// dropped from every text prompt, so `echo TEXT |`, a file and -p TEXT agree), optionally in the model's
 // chat format, prefilled in passes of --chunk positions, then decoded (speculatively when a
 // drafter is on: the target checks every guess, so the output is plain decoding's) and streamed
 // to stdout as UTF-8-safe text (or ids with --ids). Ctrl-C stops cleanly; --stats
-// prints the receipt to stderr either way.
+// (--stats=full: every counter) prints the receipt to stderr either way.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -36,7 +37,7 @@ void on_sigint(int) {
 
 struct RunFlags {
   EngineOptions engine;
-  std::string prompt, prompt_file, tokens, system, stats_json, record_usage;
+  std::string prompt, prompt_file, tokens, system, stats_json, record_usage, stats_level;
   bool prompt_given = false, chat = false, ids = false, stats = false, ignore_eos = false, past_context = false;
   int64_t max_new = 256;
   SamplerOptions sampler;
@@ -51,6 +52,14 @@ std::string read_prompt_text(const RunFlags& f) {
   std::string text(std::istreambuf_iterator<char>(std::cin), {});
   if (std::cin.bad()) fail("stdin: read error");
   return text;
+}
+
+// The one rule for every text prompt (-p, -f, stdin; plain or --chat): one trailing line ending
+// ("\n" or "\r\n") is not part of it. `echo TEXT |`, a file an editor saved and -p TEXT then give
+// the same prompt; a prompt that must end in a newline ends in two.
+void drop_trailing_newline(std::string& text) {
+  if (text.ends_with("\r\n")) text.resize(text.size() - 2);
+  else if (text.ends_with('\n')) text.pop_back();
 }
 
 int run(const RunFlags& f) {
@@ -69,7 +78,7 @@ int run(const RunFlags& f) {
   } else {
     tokenizer = load_tokenizer(f.engine.model_dir);
     std::string text = read_prompt_text(f);
-    if (!f.chat && !text.empty() && text.back() == '\n' && !f.prompt_given) text.pop_back();  // `echo ... |`
+    drop_trailing_newline(text);
     if (text.empty()) fail("the prompt is empty: pass -p TEXT, a file with -f, or text on stdin");
     if (f.chat) {
       const ChatStyle style = detect_chat_style(*tokenizer);
@@ -120,6 +129,7 @@ int run(const RunFlags& f) {
   RunReport report;
   report.at_decode_start = engine->stats();
   std::vector<int32_t>& generated = report.generated;
+  double first_token_at = 0;  // seconds from the start of the prefill
   Utf8Stream utf8;
   StopStrings stops(f.stops);
   auto emit = [](const std::string& s) {  // stops the run at the first failed write
@@ -131,6 +141,7 @@ int run(const RunFlags& f) {
   auto take = [&](int32_t token) {
     if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) return false;
     generated.push_back(token);
+    if (generated.size() == 1) first_token_at = std::chrono::duration<double>(Clock::now() - t0).count();
     if (f.ids) {
       if (!f.stops.empty()) {  // --stop matches the text the ids spell; the completing id is not printed
         stops.push(utf8.push(tokenizer->token_bytes(token)));
@@ -168,11 +179,16 @@ int run(const RunFlags& f) {
   report.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   report.prefill_tokens = static_cast<int64_t>(prefilled);
   report.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
-  report.decode_tokens = static_cast<int64_t>(decoder.stats().steps);
+  // The first token comes from the prefill's logits; the decode produced the rest (tokens, not
+  // passes: a speculative pass may commit several).
+  report.decode_tokens = generated.empty() ? 0 : static_cast<int64_t>(generated.size()) - 1;
+  report.decode_passes = static_cast<int64_t>(decoder.stats().steps);
+  report.first_token_seconds = first_token_at;
   report.speculative = decoder.stats();
   report.drafter = drafter ? drafter->name() : "off";
   report.state_bytes = session->state_bytes();
-  if (f.stats) print_receipt(*engine, report);
+  report.page_cache = !f.engine.bypass;
+  if (f.stats) print_receipt(*engine, report, f.stats_level == "full");
   if (stats_out) stats_out->write(stats_json(*engine, report));
   if (usage_out) usage_out->write(engine->usage_json());
   return g_interrupted ? 130 : 0;
@@ -184,8 +200,10 @@ Command register_run(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
   CLI::App* sub = app.add_subcommand("run", "Generate a continuation of a prompt (text on stdin when -p is absent)");
   add_engine_flags(*sub, f->engine);
-  auto* p = sub->add_option("-p,--prompt", f->prompt, "Prompt text ('-' or absent: read stdin)");
-  sub->add_option("-f,--file", f->prompt_file, "Read the prompt from a file");
+  auto* p = sub->add_option("-p,--prompt", f->prompt,
+                            "Prompt text ('-' or absent: read stdin). One trailing newline is dropped from every prompt "
+                            "(-p, -f, stdin), so `echo TEXT |` and -p TEXT agree");
+  sub->add_option("-f,--file", f->prompt_file, "Read the prompt from a file (its one trailing newline dropped)");
   sub->add_option("--tokens", f->tokens, "Prompt as comma-separated token ids instead of text");
   sub->add_flag("--chat", f->chat, "Wrap the prompt in the model's chat format");
   sub->add_option("--system", f->system, "System message (with --chat)");
@@ -207,15 +225,23 @@ Command register_run(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--draft-model", f->draft_model, "Draft model directory (shares the target's tokenizer)");
   sub->add_option("--draft-k", f->speculative.max_k, "Most guesses per target pass")->capture_default_str();
-  sub->add_flag("--no-adaptive{false}", f->speculative.adaptive, "Always draft --draft-k guesses (no cost model)");
+  sub->add_flag_callback("--no-adaptive", [f] { f->speculative.adaptive = false; },
+                         "Always draft --draft-k guesses (no cost model)");
   sub->add_flag("--past-context", f->past_context,
                 "Allow the prompt + -n past the model's context (max_position_embeddings); quality there is undefined");
-  sub->add_flag("--stats", f->stats, "Print the receipt to stderr");
+  auto* stats = sub->add_option("--stats", f->stats_level,
+                                 "Print the receipt to stderr: speed, disk reads, memory; --stats=full adds every counter")
+                     ->expected(0, 1)
+                     ->type_name("")
+                     ->check(CLI::Validator(
+                         [](std::string& s) { return s.empty() || s == "full" ? std::string() : std::string("--stats or --stats=full"); },
+                         "", ""));
   sub->add_option("--stats-json", f->stats_json, "Write the receipt as JSON to this file");
   sub->add_option("--record-usage", f->record_usage,
                   "Write how often each expert was used to this file (input of `deltafin place --usage`)");
-  return {sub, [f, p] {
+  return {sub, [f, p, stats] {
             f->prompt_given = p->count() > 0;
+            f->stats = stats->count() > 0;
             f->engine.model_dir = model_dir_or_default(f->engine.model_dir);
             return run(*f);
           }};

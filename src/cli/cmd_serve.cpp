@@ -158,7 +158,8 @@ Command register_serve(CLI::App& app) {
   sub->add_option("--draft", f->draft, "Speculative drafter for greedy requests: auto, off, model, ngram")->capture_default_str();
   sub->add_option("--draft-model", f->draft_model, "Draft model directory (shares the target's tokenizer)");
   sub->add_option("--draft-k", f->speculative.max_k, "Most guesses per target pass")->capture_default_str();
-  sub->add_flag("--no-adaptive{false}", f->speculative.adaptive, "Always draft --draft-k guesses (no cost model)");
+  sub->add_flag_callback("--no-adaptive", [f] { f->speculative.adaptive = false; },
+                         "Always draft --draft-k guesses (no cost model)");
   return {sub, [f] {
             f->engine.model_dir = model_dir_or_default(f->engine.model_dir);
             return serve_command(*f);

@@ -57,17 +57,22 @@ struct RunReport {
   double prefill_seconds = 0;
   int64_t prefill_tokens = 0;
   double decode_seconds = 0;
-  int64_t decode_tokens = 0;         // decode passes (the first generated token comes from prefill)
+  int64_t decode_tokens = 0;         // tokens the decode produced: the generated ones but the first,
+                                     // which comes from the prefill's logits
+  int64_t decode_passes = 0;         // target passes of the decode (fewer than tokens under speculation)
+  double first_token_seconds = 0;    // from the start of the prefill to the first generated token
   EngineStats at_decode_start;        // to separate decode's expert reads from prefill's
   EngineStats at_decode_end;          // the decode's own counters (the overlap line)
   std::vector<int32_t> generated;
   SpeculativeStats speculative;
   std::string drafter = "off";
   uint64_t state_bytes = 0;           // the target's KV cache and state at the end
+  bool page_cache = false;            // --no-bypass: reads went through the page cache
 };
 
-// Prints the --stats receipt to stderr.
-void print_receipt(const Engine& engine, const RunReport& report);
+// Prints the --stats receipt to stderr: what a user asks (speed, time to first token, disk reads,
+// memory held, speculation in words); full (--stats=full) adds every engine counter.
+void print_receipt(const Engine& engine, const RunReport& report, bool full);
 // The same figures as JSON (--stats-json FILE).
 std::string stats_json(const Engine& engine, const RunReport& report);
 

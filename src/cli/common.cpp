@@ -62,8 +62,8 @@ std::string model_dir_or_default(const std::string& given) {
   candidates.push_back(kBundledModel);
   for (const auto& dir : candidates)
     if (std::filesystem::exists(dir / "config.json")) return std::filesystem::weakly_canonical(dir).string();
-  fail("-m: no model directory given and no bundled model found ({} next to the binary or here; "
-       "DELTAFIN_MODEL overrides)", kBundledModel);
+  fail("-m: no model directory given and no bundled model found ({} next to the binary or its build "
+       "directory, or in the current directory; DELTAFIN_MODEL overrides)", kBundledModel);
 }
 
 void add_engine_flags(CLI::App& app, EngineOptions& options) {
@@ -78,7 +78,8 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();
   app.add_option("--backend", options.backend, "What runs the model: cpu, cuda, metal, or auto (CUDA or Metal when a device is present)")
       ->capture_default_str();
-  app.add_flag("--no-bypass{false}", options.bypass, "Read routed experts through the page cache (default: bypass it)");
+  app.add_flag_callback("--no-bypass", [&options] { options.bypass = false; },
+                        "Read routed experts through the page cache (default: bypass it)");
   app.add_option("--placement", options.placement,
                  "Placement manifest from `deltafin place` (default: deltafin-placement.json in the model directory "
                  "when present; 'none': read the original shards)");

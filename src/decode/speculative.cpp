@@ -182,7 +182,9 @@ std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) 
   if (shadow >= 0) {
     observe(committed.front() == shadow);
     ++stats_.shadow_guesses;
+    stats_.shadow_accepted += committed.front() == shadow;
   }
+  stats_.off = off_;
   return committed;
 }
 

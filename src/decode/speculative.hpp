@@ -40,6 +40,8 @@ struct SpeculativeStats {
   uint64_t committed = 0;      // tokens committed by steps
   uint64_t probes = 0;         // re-evaluations while speculation was off
   uint64_t shadow_guesses = 0; // guesses checked against the committed token instead of verified
+  uint64_t shadow_accepted = 0;  // of those, equal to the committed token
+  bool off = false;            // speculation is off now: the cost model found that guesses do not pay
   double draft_seconds = 0, target_seconds = 0;
 };
 

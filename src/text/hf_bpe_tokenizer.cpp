@@ -211,7 +211,7 @@ void HfBpeTokenizer::Impl::encode_section(std::string_view text, std::vector<int
   }
   if (text.empty()) return;
   if (prefix_space && text[0] != ' ') {
-    normalized = " " + std::string(text);
+    normalized = std::string(" ").append(text);  // not " " + string: GCC 12's -Wrestrict misfires on it
     text = normalized;
   }
   std::string view;
@@ -343,7 +343,7 @@ std::string HfBpeTokenizer::normalize(std::string_view text) const { return impl
 std::vector<std::string> HfBpeTokenizer::pre_tokenize(std::string_view text) const {
   std::string buf;
   if (impl_->prefix_space && !text.empty() && text[0] != ' ') {
-    buf = " " + std::string(text);
+    buf = std::string(" ").append(text);
     text = buf;
   }
   std::string view;

@@ -59,7 +59,8 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)), target_(path_
   }
   target_ = at.string();
   const std::string dir = directory_of(target_);
-  std::string name = (std::filesystem::path(dir) / ("." + std::filesystem::path(target_).filename().string() + ".XXXXXX")).string();
+  const std::string temp_name = std::string(".").append(std::filesystem::path(target_).filename().string()).append(".XXXXXX");
+  std::string name = (std::filesystem::path(dir) / temp_name).string();
   std::vector<char> buf(name.begin(), name.end());
   buf.push_back('\0');
   fd_ = ::mkstemp(buf.data());

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Linux type check of the Metal kernels (README "macOS / Metal").
+"""The Linux type check of the Metal kernels (docs/macos-metal.md).
 
   check_msl.py --clang CLANG kernels   every kernels/metal/*.metal passes the subset's rules
                                         (below) and clang's C++14 type check through

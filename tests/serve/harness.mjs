@@ -22,10 +22,12 @@ export function startServer(binary, args) {
   });
 }
 
-// `deltafin run ARGS --stats`: the text it printed (less its final newline), the receipt's ids
-// hash and the number of ids.
+// `deltafin run ARGS --stats=full`: the text it printed (less its final newline), the receipt's ids
+// hash and the number of ids. `run` drops one trailing newline from every prompt (docs/usage.md) while
+// the API takes a prompt as sent, so -p TEXT is passed as TEXT + "\n".
 export function runCli(binary, args) {
-  const r = spawnSync(binary, ["run", ...args, "--stats"], { encoding: "utf8" });
+  const argv = args.map((a, i) => (i > 0 && args[i - 1] === "-p" ? a + "\n" : a));
+  const r = spawnSync(binary, ["run", ...argv, "--stats=full"], { encoding: "utf8" });
   if (r.status !== 0) throw new Error(`deltafin run ${args.join(" ")}: exit ${r.status}: ${r.stderr}`);
   const match = r.stderr.match(/ids hash  (xxh3:[0-9a-f]{16}) \((\d+) ids\)/);
   if (!match) throw new Error(`no ids hash in the receipt: ${r.stderr}`);

@@ -101,7 +101,7 @@ test("a follow-up turn reuses the session and still equals `deltafin run`", asyn
   const first = await client.chat.completions.create({ model: "default", temperature: 0, max_tokens: 24, messages });
   messages.push({ role: "assistant", content: first.choices[0].message.content }, { role: "user", content: "Now in C." });
   const second = await client.chat.completions.create({ model: "default", temperature: 0, max_tokens: 24, messages });
-  // The bundled model has no chat tokens: the conversation is a plain transcript (README "Serving").
+  // The bundled model has no chat tokens: the conversation is a plain transcript (docs/serving.md).
   const transcript = `System: ${system}\n\nUser: ${user}\n\nAssistant: ${first.choices[0].message.content}\n\nUser: Now in C.\n\nAssistant:`;
   const expected = runCli(binary, ["-m", bundled, "-p", transcript, "-n", "24"]);
   assert.equal(second.choices[0].message.content, expected.text);

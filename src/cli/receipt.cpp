@@ -71,9 +71,11 @@ void print_receipt(const Engine& engine, const RunReport& r) {
   }
   for (size_t d = 0; d < s.drives.size(); ++d) {
     const DriveReport& dr = s.drives[d];
-    std::fprintf(stderr, "drive %zu   %.4f GB in %" PRIu64 " reads, %.2f GB/s while busy (%.3f s)%s  %s\n", d,
+    std::fprintf(stderr, "drive %zu   %.4f GB in %" PRIu64 " reads, %.2f GB/s while busy (%.3f s)%s%s  %s\n", d,
                  dr.bytes / kGB, dr.reads, rate(dr.bytes / kGB, dr.busy_seconds), dr.busy_seconds,
-                 dr.failed ? " FAILED" : "", dr.path.c_str());
+                 dr.failed ? " FAILED" : "",
+                 dr.bad_copies ? fmt::format(", {} bad copies (read again from another drive)", dr.bad_copies).c_str() : "",
+                 dr.path.c_str());
   }
   std::fprintf(stderr,
                "memory    peak RSS %.4f GB = spine %.4f GB + expert memory peak %.4f GB (budget %.4f GB) + KV cache and state "
@@ -107,8 +109,8 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
     const DriveReport& dr = s.drives[d];
     const DriveReport before = d < r.at_decode_start.drives.size() ? r.at_decode_start.drives[d] : DriveReport{};
     drives += fmt::format("{}\n    {{\"path\": {}, \"bytes\": {}, \"reads\": {}, \"errors\": {}, \"busy_seconds\": {:.6f}, "
-                          "\"failed\": {}, \"decode_bytes\": {}, \"decode_busy_seconds\": {:.6f}}}",
-                          d ? "," : "", json_string(dr.path), dr.bytes, dr.reads, dr.errors, dr.busy_seconds, dr.failed,
+                          "\"failed\": {}, \"bad_copies\": {}, \"decode_bytes\": {}, \"decode_busy_seconds\": {:.6f}}}",
+                          d ? "," : "", json_string(dr.path), dr.bytes, dr.reads, dr.errors, dr.busy_seconds, dr.failed, dr.bad_copies,
                           dr.bytes - before.bytes, dr.busy_seconds - before.busy_seconds);
   }
   const Overlap o = decode_overlap(r.at_decode_start, r.at_decode_end, r.decode_seconds);

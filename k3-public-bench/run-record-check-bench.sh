@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What checking every read of a placed record costs (issue 33, item 5): record_check_bench's
-# XXH3 and NaN/Inf-scan rates on one thread, against the memory-read rate measured in the same
-# run, and each drive's read ceiling (fio-ceiling.sh: 1 MiB pieces, 8 in flight, as the reader
-# reads), so that the share of one core the checks take per drive = drive GB/s / check GB/s.
+# XXH3 and NaN/Inf-scan rates on one thread (GB per CPU-second), against the memory-read rate
+# measured in the same run, and each drive's read ceiling (fio-ceiling.sh: 1 MiB pieces, 8 in
+# flight, as the reader reads), so that the share of one core the checks take while that drive
+# reads at its ceiling = drive GB/s / check GB per CPU-second.
 # FILE: a large file on each drive (a placed data file); without one, a 2 GB scratch file in
 # build/ (the build directory's drive). Writes results/record-checks.md.
 #   k3-public-bench/run-record-check-bench.sh [FILE ...]
@@ -31,7 +32,7 @@ out=k3-public-bench/results/record-checks.md
   echo
   echo "$table"
   echo
-  echo "| drive file | read ceiling GB/s (1 MiB pieces, 8 in flight, page cache bypassed) | ceiling tool | one core's share to check an MXFP4 record per byte read |"
+  echo "| drive file | read ceiling GB/s (1 MiB pieces, 8 in flight, page cache bypassed) | ceiling tool | share of one core checking MXFP4 records at that rate |"
   echo "|---|---|---|---|"
   for f in "${files[@]}"; do
     line=$(k3-public-bench/fio-ceiling.sh "$f" 1048576 8 10 2>/dev/null)

@@ -81,3 +81,48 @@ TEST_CASE("a write that fails on a full device is one line, exit 1", "[bad-input
   CHECK(r.exit_code == 1);
   CHECK(r.output.find("/dev/full: write failed: No space left on device") != std::string::npos);
 }
+
+// Issue 33, item 9: the temporary of a writer killed before it could remove it (SIGTERM, an
+// unhandled Ctrl-C, kill -9) is removed by the next output written in that directory; a
+// temporary whose writer still runs, and every file that is not an OutputFile temporary, stay.
+TEST_CASE("temporaries of killed writers are removed by the next run, live ones and the user's files stay", "[bad-input]") {
+  TempDir dir;
+  const fs::path stats = dir.path / "stats.json";
+  for (const char* signal : {"TERM", "KILL"}) {
+    INFO(signal);
+    // A run that lasts (its ids go into a pipe nobody reads), killed once its temporary exists.
+    const auto killed = run_command(
+        "sh -c 'mkfifo " + (dir.path / "ids").string() + "; sleep 60 < " + (dir.path / "ids").string() + " & reader=$!; " +
+        deltafin::test::binary() + " run -m " + kModel + " --tokens 1,2 -n 100000 --past-context --ids --ignore-eos " +
+        "--stats-json " + stats.string() + " > " + (dir.path / "ids").string() + " & pid=$!; " +
+        "i=0; while [ $i -lt 1000 ] && ! ls -A " + dir.path.string() + " | grep -q deltafin-tmp; do sleep 0.01; i=$((i+1)); done; " +
+        "kill -" + signal + " $pid; wait $pid; echo \"status $?\"; kill $reader; rm " + (dir.path / "ids").string() + "'");
+    INFO(killed.output);
+    REQUIRE(killed.output.find(std::string("status ") + (std::string(signal) == "KILL" ? "137" : "143")) != std::string::npos);
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(dir.path)) left.push_back(e.path().filename().string());
+    REQUIRE(left.size() == 1);  // the killed run's empty temporary
+    CHECK(left[0].rfind(".stats.json.deltafin-tmp-", 0) == 0);
+    CHECK(fs::file_size(dir.path / left[0]) == 0);
+    const auto again = run_deltafin("run -m " + kModel + " --tokens 1,2 -n 2 --ids --stats-json " + stats.string());
+    CHECK(again.exit_code == 0);
+    CHECK(!fs::exists(dir.path / left[0]));
+    CHECK(dir.entries() == 1);  // stats.json alone
+    fs::remove(stats);
+  }
+  // A temporary of another output in the same directory, a user's files that look alike, and the
+  // temporary of a writer that still runs (its lock held by flock(1) around the run).
+  const std::vector<std::string> stale = {".other.npy.deltafin-tmp-a1B2c3", ".stats.json.deltafin-tmp-XyZ789"};
+  const std::vector<std::string> kept = {".stats.json.deltafin-tmp-live01", ".stats.json.keep", "stats.json.deltafin-tmp-abcdef",
+                                         ".stats.json.deltafin-tmp-toolong1", ".stats.json.XXXXXX"};
+  for (const auto& name : stale) std::ofstream(dir.path / name) << "";
+  for (const auto& name : kept) std::ofstream(dir.path / name) << "user";
+  std::ofstream(dir.path / kept[0], std::ios::trunc) << "";
+  const auto r = run_command("flock " + (dir.path / kept[0]).string() + " " + deltafin::test::binary() + " run -m " + kModel +
+                             " --tokens 1,2 -n 2 --ids --stats-json " + stats.string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  for (const auto& name : stale) CHECK(!fs::exists(dir.path / name));
+  for (const auto& name : kept) CHECK(fs::exists(dir.path / name));
+  CHECK(fs::exists(stats));
+}

@@ -16,6 +16,7 @@
 #include "io/expert_store.hpp"
 #include "io/placer.hpp"
 #include "model/family.hpp"
+#include "placement_bench.hpp"
 #include "test_util.hpp"
 #include "util/error.hpp"
 #include "weights/placement.hpp"
@@ -24,78 +25,11 @@
 namespace fs = std::filesystem;
 using namespace deltafin;
 using test::run_deltafin;
-
-namespace {
-
-// A scratch directory with a copy of a fixture model ("model/") and drive directories d0, d1, ...
-struct Bench {
-  fs::path root;
-  std::string model;
-  explicit Bench(const std::string& fixture) {
-    root = fs::temp_directory_path() / ("deltafin-place-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    fs::remove_all(root);
-    fs::create_directories(root);
-    fs::copy(test::fixture(fixture), root / "model");
-    model = (root / "model").string();
-  }
-  ~Bench() { fs::remove_all(root); }
-  std::string drive(int i) const {
-    fs::path dir = root / "d";
-    dir += std::to_string(i);
-    fs::create_directories(dir);
-    return dir.string();
-  }
-  std::string path(const std::string& name) const { return (root / name).string(); }
-  // `deltafin place` onto drives 0..n-1 with a manifest `name`; returns the manifest path.
-  std::string place(int drives, const std::string& name, const std::string& extra = "") const {
-    std::string args = "place -m " + model + " --out " + path(name) + extra;
-    for (int d = 0; d < drives; ++d) args += " --drive " + drive(d);
-    const auto r = run_deltafin(args);
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    return path(name);
-  }
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-};
-
-// stdout only (stderr to a file), so warnings do not mix with the ids.
-test::CommandResult run_stdout(const std::string& args, std::string* err = nullptr) {
-  const std::string err_path = (fs::temp_directory_path() / ("deltafin-err-" + std::to_string(::getpid()))).string();
-  test::CommandResult r;
-  FILE* pipe = popen((deltafin::test::binary() + " " + args + " 2>" + err_path).c_str(), "r");
-  REQUIRE(pipe);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream in(err_path);
-  std::stringstream s;
-  s << in.rdbuf();
-  if (err) *err = s.str();
-  fs::remove(err_path);
-  return r;
-}
-
-std::string greedy(const std::string& model, const std::string& extra) {
-  const std::string prompt = test::join_ids(test::read_golden(model).prompt, ",");
-  return fmt::format("run -m {} --tokens {} -n 24 --temp 0 --ids --ignore-eos{}", model, prompt, extra);
-}
-
-void flip_byte(const std::string& file, uint64_t offset) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(static_cast<std::streamoff>(offset));
-  char c;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x5A);
-  f.seekp(static_cast<std::streamoff>(offset));
-  f.write(&c, 1);
-}
-
-}  // namespace
+using test::Bench;
+using test::flip_byte;
+using test::greedy;
+using test::lines_with;
+using test::run_stdout;
 
 TEST_CASE("placement: ids identical across drive counts, replicas, cache budgets, pieces and bypass", "[placement]") {
   for (const char* fixture : {"k2_tiny", "k3_tiny_mxfp4", "k2_tiny_int4"}) {
@@ -108,7 +42,7 @@ TEST_CASE("placement: ids identical across drive counts, replicas, cache budgets
     const std::string mirrored = b.place(2, "mirrored.json", " --replicate 1");
     for (const std::string& manifest : {one, three, mirrored})
       for (const char* extra : {"", " --cache-gb 0.0000123", " --no-bypass --cache-gb 0.0001", " --io-piece-mb 0.004 --io-depth 1",
-                                " --verify-reads --threads 1", " --lookahead --cache-gb 0.0001"}) {
+                                " --threads 1", " --lookahead --cache-gb 0.0001"}) {
         INFO(manifest << extra);
         CHECK(run_deltafin(greedy(b.model, " --placement " + manifest + extra)).output == reference.output);
       }
@@ -333,42 +267,41 @@ TEST_CASE("faults: missing, truncated and corrupt drives fall back to other hold
     CHECK(r.exit_code == 1);
     CHECK(r.output.find("truncated") != std::string::npos);
   }
-  SECTION("a corrupt record with --verify-reads: read again from the other copy") {
+  SECTION("a corrupt record: read again from the other copy") {
     for (const PlacedRecord& r : mm.records) flip_byte(mm.drives[r.holders[0].drive], r.holders[0].offset + 7);
     std::string err;
-    CHECK(run_stdout(greedy(b.model, " --verify-reads --placement " + mirrored), &err).output == reference);
-    CHECK(err.find("checksum mismatch") != std::string::npos);
+    CHECK(run_stdout(greedy(b.model, " --placement " + mirrored), &err).output == reference);
+    CHECK(err.find("checksum mismatch; reading it again from drive") != std::string::npos);
   }
-  SECTION("a corrupt record with --verify-reads and no other copy: one line naming drive and expert") {
-    for (const PlacedRecord& r : ms.records) flip_byte(ms.drives[r.holders[0].drive], r.holders[0].offset + 7);
-    std::string err;
-    const auto r = run_stdout(greedy(b.model, " --verify-reads --placement " + single), &err);
-    INFO(err);
-    CHECK(r.exit_code == 1);
-    CHECK(err.find("does not match its checksum") != std::string::npos);
-    CHECK(err.find("expert ") != std::string::npos);
-  }
-  SECTION("a corrupt drive without --verify-reads: caught on first reads, re-read from the other copy, then avoided") {
+  SECTION("a corrupt drive: caught, re-read from the other copy, then avoided, and counted in the receipt") {
     size_t on_drive0 = 0;
     for (const PlacedRecord& r : mm.records)
       for (const PlacementHolder& h : r.holders)
         if (h.drive == 0) flip_byte(mm.drives[0], h.offset + 7), ++on_drive0;
     std::string err;
-    CHECK(run_stdout(greedy(b.model, " --placement " + mirrored + " --threads 1"), &err).output == reference);
-    const size_t warnings = static_cast<size_t>(std::count(err.begin(), err.end(), '\n'));
+    CHECK(run_stdout(greedy(b.model, " --placement " + mirrored + " --threads 1 --stats"), &err).output == reference);
     INFO(err);
-    CHECK(err.find("checksum mismatch, reading it again from drive 1") != std::string::npos);
+    const size_t warnings = lines_with(err, "reading it again from drive");
+    CHECK(err.find("checksum mismatch; reading it again from drive 1") != std::string::npos);
     CHECK(err.find("reading it again from drive 0") == std::string::npos);  // never the bad copy again
     CHECK(warnings >= 1);
     CHECK(warnings < on_drive0);  // drive 0 is suspect after its first bad copy: later reads go to drive 1
+    CHECK(lines_with(err, fmt::format("bad copies (read again from another drive)  {}", mm.drives[0])) == 1);
+    CHECK(err.find("bad copies (read again from another drive)  " + mm.drives[1]) == std::string::npos);
   }
-  SECTION("a corrupt record without --verify-reads and no other copy: one line, not wrong ids") {
+  SECTION("a corrupt record and no other copy: one line naming the drive's file, the expert and its offset") {
     for (const PlacedRecord& r : ms.records) flip_byte(ms.drives[r.holders[0].drive], r.holders[0].offset + 7);
     std::string err;
     const auto r = run_stdout(greedy(b.model, " --placement " + single), &err);
     INFO(err);
     CHECK(r.exit_code == 1);
-    CHECK(err.find("does not match its checksum") != std::string::npos);
+    CHECK(lines_with(err, "checksum mismatch; no holder has a good copy (corrupt placement; run `deltafin verify`)") == 1);
+    bool named = false;  // "drive D (<file>): expert L/E (layer/expert) at offset N: checksum mismatch"
+    for (const PlacedRecord& rec : ms.records)
+      named = named || err.find(fmt::format("drive {} ({}): expert {}/{} (layer/expert) at offset {}: checksum mismatch",
+                                            rec.holders[0].drive, ms.drives[rec.holders[0].drive], rec.layer, rec.expert,
+                                            rec.holders[0].offset)) != std::string::npos;
+    CHECK(named);
   }
   SECTION("one file named by two drives is refused (it is no replica)") {
     PlacementManifest twice = mm;
@@ -527,9 +460,8 @@ struct SpinePass {
 };
 
 // All logits of the golden ids from `placement` ("none": the shards) under `memory_gb` (0: the default).
-SpinePass spine_pass(const std::string& model, const std::string& placement, double memory_gb, bool verify_reads = false) {
+SpinePass spine_pass(const std::string& model, const std::string& placement, double memory_gb) {
   EngineOptions o;
-  o.verify_reads = verify_reads;
   o.model_dir = model;
   o.placement = placement;
   o.memory_gb = memory_gb;
@@ -557,16 +489,6 @@ std::string as_version_2(PlacementManifest m) {
   text.replace(text.find(v3), v3.size(), "\"version\": 2");
   text.erase(text.find(spine), spine.size());
   return text;
-}
-
-size_t lines_with(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t begin = 0; begin < text.size();) {
-    const size_t end = std::min(text.find('\n', begin), text.size());
-    n += text.substr(begin, end - begin).find(part) != std::string::npos;
-    begin = end + 1;
-  }
-  return n;
 }
 
 }  // namespace
@@ -679,13 +601,14 @@ TEST_CASE("spine records: a corrupt or truncated one is named by verify and neve
     CHECK(lines_with(r.output, ms.drives[where.drive] + "): spine tensor '" + victim.tensor + "' at offset " +
                                    std::to_string(where.offset) + ": checksum mismatch") == 1);
     CHECK(r.output.find("1 of ") != std::string::npos);
-    // A streamed run checks the record on its first read: one line naming the tensor, no logits.
+    // A streamed run checks the record as it reads it: one line naming the drive, tensor and offset, no logits.
     CHECK_THROWS_WITH(spine_pass(b.model, single, budget),
-                      Catch::Contains("spine tensor '" + victim.tensor + "'") && Catch::Contains("does not match its checksum"));
+                      Catch::Contains(ms.drives[where.drive] + "): spine tensor '" + victim.tensor + "' at offset " +
+                                      std::to_string(where.offset) + ": checksum mismatch; no holder has a good copy"));
   }
   SECTION("a flipped byte with a replica: the run reads the other copy, bit-identical") {
     for (const PlacedSpineRecord& r : mm.spine) flip_byte(mm.drives[r.holders[0].drive], r.holders[0].offset + 1);
-    const SpinePass placed = spine_pass(b.model, mirrored, budget, true);  // every read checked
+    const SpinePass placed = spine_pass(b.model, mirrored, budget);
     CHECK(same_bits(resident.logits, placed.logits));
     CHECK(placed.stats.spine_record_bytes_read == placed.stats.spine_bytes_read);
     const auto r = run_deltafin("verify -m " + b.model + " --placement " + mirrored);

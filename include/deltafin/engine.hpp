@@ -28,7 +28,6 @@ struct EngineOptions {
   // Placement manifest (deltafin place): "" = <model_dir>/deltafin-placement.json when it
   // exists, else the original shards; "none" = always the shards.
   std::string placement;
-  bool verify_reads = false;   // check every expert record's XXH3 as it is read
   int io_depth = 8;            // reads in flight per drive
   double io_piece_mb = 1.0;    // records are read in concurrent pieces of this size
   bool lookahead = false;      // prefetch the next layer's likely experts (router lookahead)
@@ -69,6 +68,7 @@ struct DriveReport {
   uint64_t errors = 0;
   double busy_seconds = 0;   // time with a read in flight
   bool failed = false;
+  uint64_t bad_copies = 0;   // records from it that failed their check (XXH3, or NaN/Inf), read again elsewhere
 };
 
 struct EngineStats {

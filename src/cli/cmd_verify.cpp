@@ -1,7 +1,8 @@
 // `deltafin verify -m DIR [--placement FILE] [--against-shards [--update-sources]]`: checks that a
 // placement still belongs to its checkpoint (fingerprint, and each source shard's size and
 // modification time) and reads every expert and spine record on every drive that holds it,
-// comparing its XXH3 with the manifest. --against-shards also builds every record again from the shards and
+// comparing its XXH3 with the manifest (and checking that an expert's weights and scales are
+// finite, as a run does on every read). --against-shards also builds every record again from the shards and
 // compares (a checkpoint whose bytes changed under an unchanged size and mtime); with
 // --update-sources, a placement whose records all match gets the shards' current sizes and
 // modification times written into its manifest (after a `touch` or a copy that kept the bytes).
@@ -50,7 +51,7 @@ Command register_verify(CLI::App& app) {
             const size_t records = manifest.records.size() + manifest.spine.size();
             Progress progress("verify", static_cast<int64_t>(records));
             std::vector<VerifyFailure> failures =
-                verify_placement(manifest, [&](uint64_t done) { progress.update(static_cast<int64_t>(done)); });
+                verify_placement(manifest, experts, [&](uint64_t done) { progress.update(static_cast<int64_t>(done)); });
             progress.finish();
             size_t shard_failures = 0;
             if (f->against_shards) {

@@ -85,7 +85,6 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
                  "when present; 'none': read the original shards)");
   app.add_flag("--lookahead", options.lookahead,
                "Prefetch the next layer's likely experts (router lookahead; turns itself off while it misses)");
-  app.add_flag("--verify-reads", options.verify_reads, "Check every expert record's XXH3 checksum on every read (default: on the first read of each)");
   app.add_option("--io-depth", options.io_depth, "Reads in flight per drive")->capture_default_str();
   app.add_option("--io-piece-mb", options.io_piece_mb, "Expert records are read in concurrent pieces of this size (MB)")
       ->capture_default_str();

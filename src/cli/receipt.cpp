@@ -69,12 +69,15 @@ void print_disk(const EngineStats& s, bool page_cache, bool full) {
   if (s.drives.size() > 1) text += fmt::format(" from {} drives", s.drives.size());
   if (page_cache) text += " (--no-bypass: through the page cache, so perhaps from memory)";
   line("disk", text);
-  if (s.drives.size() < 2 || full) return;  // --stats=full has a line per drive of its own
+  if (full) return;  // --stats=full has a line per drive of its own
   for (size_t d = 0; d < s.drives.size(); ++d) {
     const DriveReport& dr = s.drives[d];
-    std::fprintf(stderr, "  drive %zu %s%s%s  %s\n", d, human_bytes(dr.bytes).c_str(),
+    if (s.drives.size() < 2 && !dr.failed && !dr.bad_copies) continue;  // one healthy drive: the disk line says it all
+    std::fprintf(stderr, "  drive %zu %s%s%s%s  %s\n", d, human_bytes(dr.bytes).c_str(),
                  dr.busy_seconds > 0 ? (" at " + human_byte_rate(dr.bytes / dr.busy_seconds)).c_str() : "",
-                 dr.failed ? " FAILED" : "", dr.path.c_str());
+                 dr.failed ? " FAILED" : "",
+                 dr.bad_copies ? fmt::format(", {} bad copies (read again from another drive)", dr.bad_copies).c_str() : "",
+                 dr.path.c_str());
   }
 }
 

@@ -74,9 +74,11 @@ void print_engine_counters(const Engine& engine, const RunReport& r) {
   }
   for (size_t d = 0; d < s.drives.size(); ++d) {
     const DriveReport& dr = s.drives[d];
-    std::fprintf(stderr, "drive %zu   %.4f GB in %" PRIu64 " reads, %.2f GB/s while busy (%.3f s)%s  %s\n", d,
+    std::fprintf(stderr, "drive %zu   %.4f GB in %" PRIu64 " reads, %.2f GB/s while busy (%.3f s)%s%s  %s\n", d,
                  dr.bytes / kGB, dr.reads, rate(dr.bytes / kGB, dr.busy_seconds), dr.busy_seconds,
-                 dr.failed ? " FAILED" : "", dr.path.c_str());
+                 dr.failed ? " FAILED" : "",
+                 dr.bad_copies ? fmt::format(", {} bad copies (read again from another drive)", dr.bad_copies).c_str() : "",
+                 dr.path.c_str());
   }
   std::fprintf(stderr,
                "rss       peak %.4f GB = spine %.4f GB + expert memory peak %.4f GB (budget %.4f GB) + KV cache and state "

@@ -19,8 +19,8 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
     const DriveReport& dr = s.drives[d];
     const DriveReport before = d < r.at_decode_start.drives.size() ? r.at_decode_start.drives[d] : DriveReport{};
     drives += fmt::format("{}\n    {{\"path\": {}, \"bytes\": {}, \"reads\": {}, \"errors\": {}, \"busy_seconds\": {:.6f}, "
-                          "\"failed\": {}, \"decode_bytes\": {}, \"decode_busy_seconds\": {:.6f}}}",
-                          d ? "," : "", json_string(dr.path), dr.bytes, dr.reads, dr.errors, dr.busy_seconds, dr.failed,
+                          "\"failed\": {}, \"bad_copies\": {}, \"decode_bytes\": {}, \"decode_busy_seconds\": {:.6f}}}",
+                          d ? "," : "", json_string(dr.path), dr.bytes, dr.reads, dr.errors, dr.busy_seconds, dr.failed, dr.bad_copies,
                           dr.bytes - before.bytes, dr.busy_seconds - before.busy_seconds);
   }
   const Overlap o = decode_overlap(r.at_decode_start, r.at_decode_end, r.decode_seconds);

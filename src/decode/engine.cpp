@@ -104,7 +104,6 @@ std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIn
   r.bypass = o.bypass;
   r.depth = o.io_depth;
   r.piece_bytes = round_up(static_cast<uint64_t>(o.io_piece_mb * (1 << 20)), 4096);
-  r.verify = o.verify_reads;
   std::string path = o.placement;
   if (path.empty() && std::filesystem::exists(default_placement_path(o.model_dir))) path = default_placement_path(o.model_dir);
   if (path.empty() || path == "none") {

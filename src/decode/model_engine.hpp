@@ -252,7 +252,7 @@ class ModelEngine final : public Engine {
     out.device_upload_seconds = t.upload_seconds, out.device_upload_bytes = t.upload_bytes;
     out.expert_source = expert_source_;
     for (const DriveStats& d : reader_->drive_stats())
-      out.drives.push_back({d.name, d.bytes, d.reads, d.errors, d.busy_seconds, d.failed});
+      out.drives.push_back({d.name, d.bytes, d.reads, d.errors, d.busy_seconds, d.failed, d.bad_copies});
     return out;
   }
 

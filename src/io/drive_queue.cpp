@@ -74,6 +74,7 @@ bool DriveQueue::suspect() const {
 void DriveQueue::mark_suspect() {
   std::lock_guard lock(mutex_);
   suspect_ = true;
+  ++stats_.bad_copies;
 }
 
 DriveStats DriveQueue::stats() const {

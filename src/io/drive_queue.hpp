@@ -57,6 +57,7 @@ struct DriveStats {
   uint64_t bytes = 0;
   uint64_t reads = 0;
   uint64_t errors = 0;
+  uint64_t bad_copies = 0;  // records read from it that failed their check (XXH3, or NaN/Inf in an expert)
   double busy_seconds = 0;  // time with at least one read in flight
   bool failed = false;
 };
@@ -75,7 +76,8 @@ class DriveQueue {
   // A drive that failed a read is avoided while another holder exists.
   bool failed() const;
   void mark_failed();
-  // A drive that returned a record failing its checksum: still read, but after the other holders.
+  // A drive that returned a record failing its check: still read, but after the other holders.
+  // Each call counts one bad copy (DriveStats::bad_copies).
   bool suspect() const;
   void mark_suspect();
   DriveStats stats() const;

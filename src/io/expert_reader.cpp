@@ -11,6 +11,7 @@
 
 #include "io/aligned_buffer.hpp"
 #include "util/error.hpp"
+#include "weights/finite_check.hpp"
 #include "weights/spine_tensors.hpp"
 
 namespace deltafin {
@@ -28,7 +29,7 @@ struct ExpertReader::Read {
   std::mutex mutex;
   std::exception_ptr error;
   std::vector<int> served;        // drives the current copy's pieces came from
-  std::vector<int> bad_copies;    // drives whose copy failed the checksum
+  std::vector<std::pair<int, std::string>> bad_copies;  // drives whose copy failed its check, and why
 };
 
 namespace {
@@ -278,40 +279,63 @@ void ExpertReader::finish(const std::shared_ptr<Read>& read) {
     error = read->error;
   }
   if (!error && read->skipped) return read->done(std::make_exception_ptr(ReadCancelled()));
-  const Location& loc = *read->loc;
-  // Each record's checksum is checked the first time this process reads it (XXH3 runs far above
-  // drive speed), and on every read with --verify-reads.
-  const bool check = placed_ && (options_.verify || !loc.verified->load(std::memory_order_relaxed));
-  if (!error && check && XXH3_64bits(read->dst, loc.layout.payload) != loc.xxh3) {
-    const std::vector<Holder>& holders = loc.extents.front().holders;
+  const std::string why = !error && placed_ ? check_copy(*read) : "";
+  if (!why.empty()) {
+    const std::vector<Holder>& holders = read->loc->extents.front().holders;
     std::vector<int> served;
     {
       std::lock_guard lock(read->mutex);
       served.swap(read->served);
     }
+    std::sort(served.begin(), served.end());
+    served.erase(std::unique(served.begin(), served.end()), served.end());
+    auto is_bad = [&](int d) {
+      return std::any_of(read->bad_copies.begin(), read->bad_copies.end(), [&](const auto& b) { return b.first == d; });
+    };
     for (int d : served) {  // the drives of the bad copy: suspect, and not asked for this record again
       drives_[d]->mark_suspect();
-      if (std::find(read->bad_copies.begin(), read->bad_copies.end(), d) == read->bad_copies.end()) read->bad_copies.push_back(d);
+      if (!is_bad(d)) read->bad_copies.emplace_back(d, why);
     }
     const Holder* next = nullptr;  // a holder whose copy has not been found bad
     for (const Holder& h : holders)
-      if (!next && std::find(read->bad_copies.begin(), read->bad_copies.end(), h.drive) == read->bad_copies.end()) next = &h;
+      if (!next && !is_bad(h.drive)) next = &h;
     if (next) {  // read the whole record again from that one holder
       std::vector<int> others;
       for (const Holder& h : holders)
         if (h.drive != next->drive) others.push_back(h.drive);
-      spdlog::warn("{}: checksum mismatch, reading it again from drive {} ({})", read_name(*read),
-                   next->drive, drives_[next->drive]->name());
+      spdlog::warn("{}; reading it again from drive {} ({})", describe_copy(*read, served.front(), why), next->drive,
+                   drives_[next->drive]->name());
       issue_record(read, others);
       return;
     }
-    const Holder& h = holders.front();
-    error = std::make_exception_ptr(Error(fmt::format(
-        "drive {} ({}): {} at offset {} does not match its checksum on any holder (corrupt placement; run `deltafin verify`)",
-        h.drive, drives_[h.drive]->name(), read_name(*read), h.offset)));
+    std::string copies;
+    for (const auto& [d, reason] : read->bad_copies) copies += (copies.empty() ? "" : "; ") + describe_copy(*read, d, reason);
+    error = std::make_exception_ptr(
+        Error(fmt::format("{}; no holder has a good copy (corrupt placement; run `deltafin verify`)", copies)));
   }
-  if (!error && check) loc.verified->store(true, std::memory_order_relaxed);
   read->done(error);
+}
+
+std::string ExpertReader::check_copy(const Read& read) const {
+  const Location& loc = *read.loc;
+  if (XXH3_64bits(read.dst, loc.layout.payload) != loc.xxh3) return "checksum mismatch";
+  if (read.tensor) return "";  // a spine tensor: SpineStream checks its values
+  const ExpertRef& ref = experts_.at(read.layer, read.expert);
+  const std::array<WeightView, 3> views = record_views(ref, loc.layout, read.dst);
+  for (int p = 0; p < 3; ++p)
+    if (const auto bad = find_non_finite(views[p])) {
+      const TensorRef& t = bad->in_scales ? ref.proj[p].scale : ref.proj[p].weight;
+      return fmt::format("NaN or Inf in tensor '{}' at element {} although the checksum matches (the copy and its "
+                         "checksum were rewritten, or it was placed from a damaged checkpoint)", t.info->name, bad->index);
+    }
+  return "";
+}
+
+std::string ExpertReader::describe_copy(const Read& read, int drive, const std::string& why) const {
+  uint64_t offset = 0;
+  for (const Holder& h : read.loc->extents.front().holders)
+    if (h.drive == drive) offset = h.offset;
+  return fmt::format("drive {} ({}): {} at offset {}: {}", drive, drives_[drive]->name(), read_name(read), offset, why);
 }
 
 // In pieces of piece_bytes, so that the I/O threads' bounce buffers (unaligned shard extents under

@@ -9,11 +9,14 @@
 // first, faults and checksums alike), at low priority; tensors without a usable record are read
 // from their shard (read_shard).
 // Faults: a piece that fails (short read, EIO, vanished file) marks its drive failed and is
-// retried on another holder; a record whose XXH3 does not match (checked on its first read in
-// the process, and on every read with verify on) marks the drives it came from suspect and is
-// read again from a holder whose copy has not failed. When no holder is left the read completes
-// with an error naming the drive and the expert. It never hangs: every read's callback runs
-// exactly once.
+// retried on another holder. Every placed record is checked on every read (XXH3 runs far above
+// drive speed: k3-public-bench/results/record-checks.md): a record whose XXH3 does not match the
+// manifest's, or an expert record holding a NaN or Inf weight or scale (a copy rewritten on the
+// drive along with its checksum, or placed from a damaged checkpoint), is a bad copy: the drives
+// it came from are marked suspect (and count it) and the record is read again from a holder
+// whose copy has not been found bad. When no holder is left the read completes with one line
+// naming the drive's file, the record and its offset. It never hangs: every read's callback
+// runs exactly once.
 #pragma once
 
 #include <atomic>
@@ -37,7 +40,6 @@ struct ReaderOptions {
   bool bypass = true;              // O_DIRECT / F_NOCACHE
   int depth = 8;                   // reads in flight per drive
   uint64_t piece_bytes = 1 << 20;  // records larger than this are split (multiple of 4096)
-  bool verify = false;             // check every read's XXH3 (placement only); off: the first read of each record
 };
 
 class ExpertReader {
@@ -59,7 +61,8 @@ class ExpertReader {
   uint64_t buffer_bytes(int64_t layer, int64_t expert) const;
   const RecordLayout& layout(int64_t layer, int64_t expert) const;
   // Starts reading the record into dst (buffer_bytes, 4096-aligned); `done` runs once, on an I/O
-  // thread, after the whole record has arrived (and been verified) or with the error.
+  // thread, after the whole record has arrived (and, placed, been checked: its XXH3, and that
+  // every weight and scale is finite) or with the error.
   // urgent: a demand read (served before prefetch reads). cancel (optional): once set, pieces
   // that have not started are skipped and `done` gets a ReadCancelled (io/drive_queue.hpp).
   void read(int64_t layer, int64_t expert, std::byte* dst, bool urgent, Done done,
@@ -73,7 +76,7 @@ class ExpertReader {
   // Whether the placement holds a usable record of the spine tensor `name` (its full name).
   bool has_spine_record(const std::string& name) const { return spine_.count(name) > 0; }
   // Reads that record (the tensor's nbytes, no padding) into dst at low priority through the
-  // drives' queues; `done` runs once, on an I/O thread, after it arrived (and was verified).
+  // drives' queues; `done` runs once, on an I/O thread, after it arrived (and its XXH3 was checked).
   void read_spine_record(const std::string& name, std::byte* dst, Done done);
 
   std::vector<DriveStats> drive_stats() const;
@@ -95,7 +98,6 @@ class ExpertReader {
     RecordLayout layout;
     std::vector<Extent> extents;
     uint64_t xxh3 = 0;  // placement only
-    std::shared_ptr<std::atomic<bool>> verified = std::make_shared<std::atomic<bool>>(false);  // once per process
   };
   struct Read;
 
@@ -106,6 +108,10 @@ class ExpertReader {
   void issue_piece(const std::shared_ptr<Read>& read, size_t extent, uint64_t begin, uint64_t length,
                    std::vector<int> tried, std::exception_ptr last_error = nullptr);
   void finish(const std::shared_ptr<Read>& read);
+  // Why the placed record now in read.dst is a bad copy, or "" when it is good.
+  std::string check_copy(const Read& read) const;
+  // "drive 0 (<file>): <record> at offset <n>: <why>" for a bad copy on drive d.
+  std::string describe_copy(const Read& read, int drive, const std::string& why) const;
   static std::string read_name(const Read& read);  // "expert 3/7 (layer/expert)", "spine tensor 'x'"
 
   const ExpertTable& experts_;

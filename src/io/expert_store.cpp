@@ -114,7 +114,7 @@ void ExpertStore::issue(Key k, const std::shared_ptr<ExpertWeights>& w, bool urg
 
 void ExpertStore::read_done(Key k, const std::shared_ptr<ExpertWeights>& w, std::exception_ptr error) {
   const bool cancelled = is_cancelled(error);
-  if (!error) error = check_finite(k, *w);
+  if (!error && !reader_.placed()) error = check_finite(k, *w);  // placed records: the reader checked them
   if (!error && staging_) {
     try {
       backend_.upload_slot(staging_->buffer(), staging_->offset(w->staging), pool_->buffer(), w->offset,
@@ -152,8 +152,10 @@ void ExpertStore::read_done(Key k, const std::shared_ptr<ExpertWeights>& w, std:
 }
 
 std::exception_ptr ExpertStore::check_finite(Key k, const ExpertWeights& w) const {
-  // A NaN or Inf weight or scale (E8M0 0xFF, an fp8 NaN code, a bf16 exponent of all ones):
-  // refuse the expert rather than compute garbage. Runs as each record arrives, far above drive speed.
+  // A NaN or Inf weight or scale read from the shards (E8M0 0xFF, an fp8 NaN code, a bf16 exponent
+  // of all ones): refuse the expert rather than compute garbage, naming the shard. Runs as each
+  // record arrives, far above drive speed. (A placed record's values are the reader's to check: a
+  // bad one is a bad copy on its drive, read again from another holder.)
   const ExpertRef& ref = experts_.at(static_cast<int64_t>(k >> 32), static_cast<int64_t>(k & 0xFFFFFFFF));
   for (int p = 0; p < 3; ++p) {
     const MatrixRef& m = ref.proj[p];

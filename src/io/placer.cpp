@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -21,7 +22,9 @@
 #include "io/read_only_file.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/human_bytes.hpp"
 #include "util/input_file.hpp"
+#include "weights/finite_check.hpp"
 #include "weights/spine_tensors.hpp"
 
 namespace deltafin {
@@ -101,13 +104,56 @@ void write_all(int fd, const std::byte* data, uint64_t size, uint64_t offset, co
   while (done < size) {
     const ssize_t n = ::pwrite(fd, data + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail("{}: write of {} bytes at offset {} failed: {}", path, size, offset, std::strerror(errno));
+    if (n <= 0)
+      fail("{}: write of {} bytes at offset {} failed: {}{}", path, size, offset, std::strerror(n < 0 ? errno : EIO),
+           n < 0 && errno == ENOSPC ? " (free some space and run the same `deltafin place` again: it reuses this file)" : "");
     done += static_cast<uint64_t>(n);
   }
 }
 
 void sync_or_fail(int fd, const std::string& path) {
   if (::fdatasync(fd) != 0) fail("{}: sync failed: {}", path, std::strerror(errno));
+}
+
+// Bytes the filesystem has allocated to `path` (0 when it does not exist).
+uint64_t allocated_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
+}
+
+// Fails before anything is written when a filesystem cannot hold what the drives on it still
+// need: the data files' sizes, less what this plan's own `.partial` files from an interrupted run
+// (a full disk, a kill) already hold, since they are reused or truncated. Drives on one
+// filesystem are counted together.
+void require_space(const std::vector<std::string>& drives, const std::vector<std::string>& partial,
+                   const std::vector<uint64_t>& sizes) {
+  struct Filesystem {
+    dev_t device;
+    uint64_t free, needed;
+    std::vector<size_t> drives;
+  };
+  std::vector<Filesystem> filesystems;
+  for (size_t d = 0; d < drives.size(); ++d) {
+    const std::string dir = fs::path(drives[d]).parent_path().string();
+    struct stat st {};
+    struct statvfs vfs {};
+    if (::stat(dir.c_str(), &st) != 0 || ::statvfs(dir.c_str(), &vfs) != 0) continue;  // opening the file will say why
+    auto it = std::find_if(filesystems.begin(), filesystems.end(), [&](const Filesystem& f) { return f.device == st.st_dev; });
+    if (it == filesystems.end())
+      it = filesystems.insert(filesystems.end(), {st.st_dev, static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize, 0, {}});
+    it->needed += sizes[d] - std::min(sizes[d], allocated_bytes(partial[d]));
+    it->drives.push_back(d);
+  }
+  for (const Filesystem& f : filesystems) {
+    if (f.needed <= f.free) continue;
+    if (f.drives.size() == 1)
+      fail("drive {} ({}): needs {} more, only {} free", f.drives[0], drives[f.drives[0]], human_bytes(f.needed),
+           human_bytes(f.free));
+    std::string names;
+    for (size_t d : f.drives) names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", d, fs::path(drives[d]).parent_path().string());
+    fail("drives {} are on one filesystem: together they need {} more, only {} free", names, human_bytes(f.needed),
+         human_bytes(f.free));
+  }
 }
 
 // Records already written by an interrupted run of the same plan: index -> xxh3.
@@ -134,6 +180,33 @@ void assemble_record(const WeightIndex& index, const ExpertRef& ref, std::byte* 
     if (const TensorRef& t = record_part_tensor(ref, part); t.info) index.read(t, buffer + layout.offset[part]);
 }
 
+// "NaN or Inf in tensor 'x' at element i" for a placed record of `r`'s expert holding one, else
+// "" (also for a record this checkpoint has no expert of: verify_against_shards names those).
+std::string non_finite_part(const ExpertTable& experts, const PlacedRecord& r, const std::byte* record) {
+  if (!experts.has(r.layer) || r.expert >= experts.experts()) return "";
+  const ExpertRef& ref = experts.at(r.layer, r.expert);
+  const RecordLayout layout = record_layout(ref);
+  if (layout.payload != r.payload) return "";
+  const std::array<WeightView, 3> views = record_views(ref, layout, record);
+  for (int p = 0; p < 3; ++p)
+    if (const auto bad = find_non_finite(views[p]))
+      return fmt::format("NaN or Inf in tensor '{}' at element {}", (bad->in_scales ? ref.proj[p].scale : ref.proj[p].weight).info->name,
+                         bad->index);
+  return "";
+}
+
+// Refuses an expert holding a NaN or Inf weight or scale, naming its shard and tensor: a placed
+// record is finite, so a reader that finds otherwise blames the drive's copy.
+void require_finite_record(const WeightIndex& index, const ExpertRef& ref, const std::byte* record) {
+  const std::array<WeightView, 3> views = record_views(ref, record_layout(ref), record);
+  for (int p = 0; p < 3; ++p)
+    if (const auto bad = find_non_finite(views[p])) {
+      const TensorRef& t = bad->in_scales ? ref.proj[p].scale : ref.proj[p].weight;
+      fail("{}: tensor '{}' holds NaN or Inf at element {} (corrupt checkpoint?); nothing is placed from a damaged "
+           "checkpoint", index.shard_path(t.shard), t.info->name, bad->index);
+    }
+}
+
 }  // namespace
 
 PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlanOptions& o) {
@@ -147,10 +220,18 @@ PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlan
   m.model = model_fingerprint(experts);
   m.alignment = kAlignment;
   std::vector<fs::path> dirs;
+  std::vector<std::pair<dev_t, ino_t>> ids;  // a bind mount or a second name has another path, the same (device, inode)
   for (const std::string& given : o.drive_dirs) {
     if (!fs::is_directory(given)) fail("--drive {}: not a directory", given);
     dirs.push_back(fs::weakly_canonical(given));
     if (std::count(dirs.begin(), dirs.end(), dirs.back()) > 1) fail("--drive {}: given twice", given);
+    struct stat st {};
+    if (::stat(given.c_str(), &st) != 0) fail("--drive {}: {}", given, std::strerror(errno));
+    for (size_t d = 0; d < ids.size(); ++d)
+      if (ids[d] == std::pair{st.st_dev, st.st_ino})
+        fail("--drive {} and --drive {} are one directory (same device and inode: a bind mount or another name for it); "
+             "each drive needs its own", o.drive_dirs[d], given);
+    ids.emplace_back(st.st_dev, st.st_ino);
   }
 
   for (int64_t layer = 0; layer < experts.layers(); ++layer)
@@ -256,13 +337,8 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
       if (fd >= 0) ::close(fd), fd = -1;
   };
   try {
+    require_space(plan.drives, partial, sizes);
     for (size_t d = 0; d < plan.drives.size(); ++d) {
-      struct statvfs vfs {};
-      const uint64_t have = fs::exists(partial[d]) && !done.empty() ? fs::file_size(partial[d]) : 0;
-      if (::statvfs(fs::path(plan.drives[d]).parent_path().c_str(), &vfs) == 0 &&
-          static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize + have < sizes[d])
-        fail("drive {} ({}): needs {:.3f} GB, only {:.3f} GB free", d, plan.drives[d], sizes[d] / 1e9,
-             static_cast<double>(vfs.f_bavail) * vfs.f_frsize / 1e9);
       fds[d] = ::open(partial[d].c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (done.empty() ? O_TRUNC : 0), 0644);
       if (fds[d] < 0) fail("drive {} ({}): cannot write: {}", d, partial[d], std::strerror(errno));
       if (::ftruncate(fds[d], static_cast<off_t>(sizes[d])) != 0)
@@ -303,6 +379,7 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
         ++p.records_resumed;
       } else {
         assemble_record(index, experts.at(r.layer, r.expert), buffer.data(), padded(r));
+        require_finite_record(index, experts.at(r.layer, r.expert), buffer.data());
         r.xxh3 = XXH3_64bits(buffer.data(), r.payload);
         for (const PlacementHolder& h : r.holders) write_all(fds[h.drive], buffer.data(), padded(r), h.offset, partial[h.drive]);
         unsynced.push_back(i);
@@ -346,7 +423,8 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
   }
 }
 
-std::vector<VerifyFailure> verify_placement(const PlacementManifest& m, const std::function<void(uint64_t)>& progress) {
+std::vector<VerifyFailure> verify_placement(const PlacementManifest& m, const ExpertTable& experts,
+                                            const std::function<void(uint64_t)>& progress) {
   std::vector<VerifyFailure> failures;
   std::vector<std::unique_ptr<ReadOnlyFile>> files(m.drives.size());
   std::vector<std::string> why(m.drives.size());
@@ -367,10 +445,14 @@ std::vector<VerifyFailure> verify_placement(const PlacementManifest& m, const st
       if (!files[h.drive]) continue;
       try {
         files[h.drive]->read_uncached(buffer.data(), padded(r), h.offset);
+        const auto where = [&] {
+          return fmt::format("drive {} ({}): expert {}/{} (layer/expert) at offset {}", h.drive, m.drives[h.drive], r.layer,
+                             r.expert, h.offset);
+        };
         if (XXH3_64bits(buffer.data(), r.payload) != r.xxh3)
-          failures.push_back({r.layer, r.expert, h.drive,
-                              fmt::format("drive {} ({}): expert {}/{} (layer/expert) at offset {}: checksum mismatch", h.drive,
-                                          m.drives[h.drive], r.layer, r.expert, h.offset)});
+          failures.push_back({r.layer, r.expert, h.drive, where() + ": checksum mismatch"});
+        else if (const std::string bad = non_finite_part(experts, r, buffer.data()); !bad.empty())
+          failures.push_back({r.layer, r.expert, h.drive, where() + ": " + bad + " although the checksum matches"});
       } catch (const Error& e) {
         failures.push_back({r.layer, r.expert, h.drive, fmt::format("drive {}: expert {}/{}: {}", h.drive, r.layer, r.expert, e.what())});
       }

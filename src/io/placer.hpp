@@ -7,12 +7,18 @@
 //     becomes a record of its own (its bytes, padded to 4096), on the drive with the fewest spine
 //     bytes so far, and on every drive when anything is replicated (a streamed spine record is
 //     read every pass, as often as the most used expert). Spine records follow the experts on
-//     each drive. Deterministic for the same inputs.
+//     each drive. Deterministic for the same inputs. Two --drive paths naming one directory (the
+//     same path, a symlink, a bind mount: the same device and inode) are refused.
 //   write_placement: writes each drive's data file under "<file>.partial", journaling the records
 //     that are synced to disk in "<manifest>.journal", so an interrupted run resumes where it
 //     stopped; renames the data files and writes the manifest (temporary name + rename) at the
-//     end. The source checkpoint is only read; the manifest records its shards' sizes and
-//     modification times, and each record's XXH3 is that of the source bytes.
+//     end. Before writing it checks that each filesystem holds what its drives still need
+//     (drives on one filesystem together; the plan's own .partial files from an interrupted run
+//     count as free: they are reused or truncated, so a run stopped by a full disk is simply run
+//     again). The source checkpoint is only read, and an expert holding NaN or Inf is refused
+//     naming its shard and tensor (a placed record is finite: the reader blames the drive when it
+//     is not); the manifest records its shards' sizes and modification times, and each record's
+//     XXH3 is that of the source bytes.
 #pragma once
 
 #include <cstdint>
@@ -53,8 +59,10 @@ struct VerifyFailure {
 };
 
 // Reads every record (expert and spine) on every holder and compares its XXH3 with the
-// manifest's; `progress` counts records.
-std::vector<VerifyFailure> verify_placement(const PlacementManifest& manifest, const std::function<void(uint64_t)>& progress);
+// manifest's; an expert record that matches is also checked for NaN or Inf (a copy rewritten
+// along with its checksum), as the reader checks every read. `progress` counts records.
+std::vector<VerifyFailure> verify_placement(const PlacementManifest& manifest, const ExpertTable& experts,
+                                            const std::function<void(uint64_t)>& progress);
 // Builds every record again from the checkpoint's shards and compares its XXH3 with the
 // manifest's: a difference means the experts or spine tensors changed after placing (drive -1 in
 // the failures).

@@ -82,6 +82,10 @@ std::string Metrics::render(bool running, int queue_waiting, uint64_t memory_bud
   metric(out, "deltafin_drive_read_bytes_total", "counter", "Bytes read per drive");
   for (const DriveReport& d : engine_.drives)
     out += fmt::format("deltafin_drive_read_bytes_total{{drive=\"{}\"}} {}\n", label(d.path), d.bytes);
+  metric(out, "deltafin_drive_bad_copies_total", "counter",
+         "Records read from a drive that failed their check (XXH3, or NaN/Inf) and were read again elsewhere");
+  for (const DriveReport& d : engine_.drives)
+    out += fmt::format("deltafin_drive_bad_copies_total{{drive=\"{}\"}} {}\n", label(d.path), d.bad_copies);
   metric(out, "deltafin_drive_gigabytes_per_second", "gauge", "Read rate per drive while a read was in flight (GB/s)");
   for (const DriveReport& d : engine_.drives)
     out += fmt::format("deltafin_drive_gigabytes_per_second{{drive=\"{}\"}} {:.4f}\n", label(d.path),

@@ -2,6 +2,7 @@
 #include "util/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 
 namespace deltafin {
 namespace {
+
+constexpr const char* kTempMarker = ".deltafin-tmp-";  // ".<name>.deltafin-tmp-XXXXXX"
 
 // The directory of `path` ("." for a bare name).
 std::string directory_of(const std::string& path) {
@@ -59,14 +62,53 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)), target_(path_
   }
   target_ = at.string();
   const std::string dir = directory_of(target_);
-  const std::string temp_name = std::string(".").append(std::filesystem::path(target_).filename().string()).append(".XXXXXX");
-  std::string name = (std::filesystem::path(dir) / temp_name).string();
-  std::vector<char> buf(name.begin(), name.end());
-  buf.push_back('\0');
-  fd_ = ::mkstemp(buf.data());
-  if (fd_ < 0) fail("{}: cannot write in {}: {}", path_, dir, std::strerror(errno));
-  tmp_ = buf.data();
+  remove_stale_temporaries(dir);
+  const std::string temp_name =
+      std::string(".").append(std::filesystem::path(target_).filename().string()).append(kTempMarker).append("XXXXXX");
+  const std::string name = (std::filesystem::path(dir) / temp_name).string();
+  for (;;) {
+    std::vector<char> buf(name.begin(), name.end());
+    buf.push_back('\0');
+    fd_ = ::mkstemp(buf.data());
+    if (fd_ < 0) fail("{}: cannot write in {}: {}", path_, dir, std::strerror(errno));
+    // Held while this process lives. Another process's cleaning may have locked and removed it
+    // between mkstemp and here (it found it unlocked): then make another.
+    struct stat st {};
+    if (::flock(fd_, LOCK_EX) != 0 || ::fstat(fd_, &st) != 0 || st.st_nlink > 0) {
+      tmp_ = buf.data();
+      break;
+    }
+    ::close(fd_);
+  }
   ::fchmod(fd_, 0644);
+}
+
+bool is_output_temporary(const std::string& name) {
+  const size_t marker = name.rfind(kTempMarker);
+  return name.size() > 1 && name[0] == '.' && marker != std::string::npos && marker > 1 &&
+         name.size() == marker + std::strlen(kTempMarker) + 6;
+}
+
+int remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  int removed = 0;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_output_temporary(name)) continue;
+    const std::string path = it->path().string();
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat held {}, now {};
+    // Unlocked: its writer is gone. Still the same file under that name: remove it (its lock is
+    // ours until closed, so no writer can take it up meanwhile).
+    if (::fstat(fd, &held) == 0 && S_ISREG(held.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        ::lstat(path.c_str(), &now) == 0 && now.st_dev == held.st_dev && now.st_ino == held.st_ino &&
+        ::unlink(path.c_str()) == 0)
+      ++removed;
+    ::close(fd);
+  }
+  return removed;
 }
 
 OutputFile::~OutputFile() {

@@ -7,6 +7,11 @@
 //                           symlink's target: the link stays a link), written, fsynced, renamed
 //                           over the path, and the directory fsynced; a file that appears whole or
 //                           not at all. A failed or abandoned write leaves no temporary behind.
+// Temporaries are named ".<name>.deltafin-tmp-XXXXXX" and held under an exclusive flock for as
+// long as their writer lives. A process killed before it could remove its own (SIGTERM, Ctrl-C
+// where not handled, kill -9, a crash) leaves one behind, its lock released by the kernel: each
+// new OutputFile removes such unlocked temporaries from the directory it writes in. Nothing else
+// is touched: not the user's files, not a temporary whose writer still runs.
 #pragma once
 
 #include <string>
@@ -34,5 +39,12 @@ class OutputFile {
 
 // OutputFile(path).write(text).
 void write_file_atomically(const std::string& path, const std::string& text);
+
+// Removes the temporaries of dead writers (see above) from `dir`; returns how many. Errors (a
+// directory that cannot be listed, a file of another user) are ignored: cleaning is best effort.
+int remove_stale_temporaries(const std::string& dir);
+
+// Whether `name` (a file name, no directory) has the form of an OutputFile temporary.
+bool is_output_temporary(const std::string& name);
 
 }  // namespace deltafin

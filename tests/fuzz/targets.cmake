@@ -1,0 +1,25 @@
+# The libFuzzer targets, each with its seed corpus (tests/fuzz/<CORPUS>), the sources it tests and
+# the libraries they need. deltafin_fuzzer(NAME CORPUS DIR SOURCES ... [LIBS ...] [DEFINES ...])
+# is defined by the includer:
+#   tests/fuzz/CMakeLists.txt  fuzz_NAME with libFuzzer and the sanitizers (scripts/fuzz.sh runs them);
+#   tests/CMakeLists.txt       fuzz_seeds_NAME with the default compiler and seed_driver.cpp, a
+#                              default-suite test that runs the target once over each of its seeds:
+#                              every target builds and passes its seeds on every test run.
+set(DELTAFIN_FUZZ_SRC ${PROJECT_SOURCE_DIR}/src)
+set(DELTAFIN_TEXT_SOURCES ${DELTAFIN_FUZZ_SRC}/text/hf_bpe_loader.cpp ${DELTAFIN_FUZZ_SRC}/text/hf_bpe_tokenizer.cpp
+    ${DELTAFIN_FUZZ_SRC}/text/tiktoken_tokenizer.cpp)
+deltafin_fuzzer(safetensors CORPUS corpus
+                SOURCES ${DELTAFIN_FUZZ_SRC}/weights/safetensors.cpp ${DELTAFIN_FUZZ_SRC}/weights/dtype.cpp)
+deltafin_fuzzer(config CORPUS config-corpus
+                SOURCES ${DELTAFIN_FUZZ_SRC}/weights/model_config.cpp ${DELTAFIN_FUZZ_SRC}/weights/k3_config.cpp)
+deltafin_fuzzer(placement CORPUS placement-corpus
+                SOURCES ${DELTAFIN_FUZZ_SRC}/weights/placement.cpp ${DELTAFIN_FUZZ_SRC}/io/expert_record.cpp
+                        ${DELTAFIN_FUZZ_SRC}/weights/dtype.cpp)
+deltafin_fuzzer(tokenizer_json CORPUS tokenizer-json-corpus SOURCES ${DELTAFIN_TEXT_SOURCES}
+                LIBS PkgConfig::PCRE2 PkgConfig::ICU)
+deltafin_fuzzer(tiktoken_ranks CORPUS tiktoken-corpus SOURCES ${DELTAFIN_TEXT_SOURCES}
+                LIBS PkgConfig::PCRE2 PkgConfig::ICU)
+deltafin_fuzzer(encode CORPUS encode-corpus SOURCES ${DELTAFIN_TEXT_SOURCES} ${DELTAFIN_FUZZ_SRC}/text/chat_format.cpp
+                LIBS PkgConfig::PCRE2 PkgConfig::ICU DEFINES DELTAFIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+deltafin_fuzzer(http_head CORPUS http-head-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/http_request_head.cpp)
+deltafin_fuzzer(request CORPUS request-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/request.cpp)

@@ -57,6 +57,7 @@ struct RunReport {
   double prefill_seconds = 0;
   int64_t prefill_tokens = 0;
   double decode_seconds = 0;
+  double decode_cpu_seconds = 0;     // CPU time of the compute thread over the decode (cli/compute_starvation.hpp)
   int64_t decode_tokens = 0;         // decode passes (the first generated token comes from prefill)
   EngineStats at_decode_start;        // to separate decode's expert reads from prefill's
   EngineStats at_decode_end;          // the decode's own counters (the overlap line)

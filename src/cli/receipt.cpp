@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
+#include "cli/compute_starvation.hpp"
 #include "cli/overlap.hpp"
 #include "util/error.hpp"
 #include "util/ids_hash.hpp"
@@ -68,6 +69,9 @@ void print_receipt(const Engine& engine, const RunReport& r) {
     std::fprintf(stderr, "overlap   decode %.3f s: compute %.3f s (the compute thread waited %.3f s on reads), I/O %.3f s "
                  "(busiest drive); bound max(compute, I/O) %.3f s = %.1f%% of the decode\n",
                  o.wall, o.compute, o.read_wait, o.io, o.bound, 100.0 * o.fraction);
+    if (compute_starved(r.decode_cpu_seconds, o.compute))
+      std::fprintf(stderr, "cpu       the compute thread ran %.3f s of the decode's %.3f s of compute (starved: the machine is busy)\n",
+                   r.decode_cpu_seconds, o.compute);
   }
   for (size_t d = 0; d < s.drives.size(); ++d) {
     const DriveReport& dr = s.drives[d];
@@ -114,8 +118,8 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
   const Overlap o = decode_overlap(r.at_decode_start, r.at_decode_end, r.decode_seconds);
   const std::string overlap = fmt::format(
       "{{\"decode_seconds\": {:.6f}, \"read_wait_seconds\": {:.6f}, \"compute_seconds\": {:.6f}, \"io_seconds\": {:.6f}, "
-      "\"busiest_drive\": {}, \"bound_seconds\": {:.6f}, \"fraction\": {:.6f}}}",
-      o.wall, o.read_wait, o.compute, o.io, json_string(o.busiest), o.bound, o.fraction);
+      "\"busiest_drive\": {}, \"bound_seconds\": {:.6f}, \"fraction\": {:.6f}, \"compute_cpu_seconds\": {:.6f}}}",
+      o.wall, o.read_wait, o.compute, o.io, json_string(o.busiest), o.bound, o.fraction, r.decode_cpu_seconds);
   const std::string text = fmt::format(
       "{{\n  \"model\": {},\n  \"backend\": {},\n"
       "  \"prefill\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"

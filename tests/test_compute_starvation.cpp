@@ -39,7 +39,7 @@ TEST_CASE("the compute thread counts as starved below half its compute time on a
   CHECK(deltafin::cli::thread_cpu_seconds() > before);
 }
 
-TEST_CASE("--stats-json reports the compute thread's CPU time over the decode", "[receipt][pool]") {
+TEST_CASE("the JSON receipt reports the compute thread's CPU time over the decode", "[receipt][pool]") {
   const fs::path json = fs::temp_directory_path() / ("deltafin-cpu-" + std::to_string(::getpid()) + ".json");
   const auto r = run_deltafin(kRun + " --stats-json " + json.string());
   INFO(r.output);

@@ -2,24 +2,25 @@
 # Decode speed on a busy machine: the bundled model (models/default) decoding a fixed prompt at
 # --threads 1, 2 and the default (0: one per hardware thread), with the drafter off and at its
 # default (the bundled draft), first quiet and then under a controlled background load: --load
-# bounded busy loops pinned to every core, each in a session of its own (killed on exit). Within a phase the arms run
+# bounded busy loops pinned to every core (killed on exit). Within a phase the arms run
 # interleaved, --repeat rounds, so the thread counts meet the same machine; the medians go to a
 # markdown table with the machine's load average at the start of each phase, and for each
 # binary, drafter and phase the default's speed against the best thread count's.
 # --bin NAME=PATH (repeatable) compares binaries in the same run (default: build=build/deltafin).
-#   k3-public-bench/run-load-bench.sh [--tokens 64] [--repeat 5] [--load 1] [--bin NAME=PATH]...
-#                                     [--out FILE]
+#   k3-public-bench/run-load-bench.sh [--tokens 64] [--repeat 5] [--load 1] [--own-session]
+#                                     [--bin NAME=PATH]... [--out FILE]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/scripts/portable.sh"
-tokens=64 repeat=5 load=1 out=$root/k3-public-bench/results/busy-machine.md
+tokens=64 repeat=5 load=1 own_session=0 out=$root/k3-public-bench/results/busy-machine.md
 bins=()
 while [ $# -gt 0 ]; do
   case $1 in
     --tokens) tokens=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --load) load=$2; shift 2 ;;
+    --own-session) own_session=1; shift ;;
     --bin) bins+=("$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "run-load-bench.sh: unknown option $1" >&2; exit 2 ;;
@@ -72,13 +73,16 @@ run_phase() {
 }
 
 run_phase quiet
-# Each loop is a session of its own, as another program would be: where the kernel groups CPU time
-# by session (Linux autogroup), the load then competes with deltafin as a whole, not with its
-# threads inside deltafin's group.
-busy_loop='import os, time
-os.setsid()
+# The loops run in this script's session, so that each competes with each of deltafin's threads
+# as on a machine that shares CPU time thread by thread (macOS, most servers and containers).
+# With --own-session each loop is a session of its own: where Linux groups CPU time by session
+# (autogroup, on by default on desktops) the load then competes with deltafin as a whole.
+setsid=
+[ "$own_session" = 0 ] || setsid='os.setsid()'
+busy_loop="import os, time
+$setsid
 end = time.time() + 1800
-while time.time() < end: pass'
+while time.time() < end: pass"
 for core in $(seq 0 $((cores - 1))); do
   for _ in $(seq 1 "$load"); do
     # A bounded busy loop: it ends by itself after 30 minutes should the trap never run.
@@ -100,11 +104,18 @@ mkdir -p "$(dirname "$out")"
   echo
   echo "$("$root/k3-public-bench/provenance.sh" "${bins[0]#*=}")"
   echo
-  echo "Command: \`k3-public-bench/run-load-bench.sh --tokens $tokens --repeat $repeat --load $load$(printf ' --bin %s' "${bins[@]}" | sed "s|$root/||g") --out ${out#"$root"/}\`"
+  session_flag=
+  [ "$own_session" = 0 ] || session_flag=' --own-session'
+  echo "Command: \`k3-public-bench/run-load-bench.sh --tokens $tokens --repeat $repeat --load $load$session_flag$(printf ' --bin %s' "${bins[@]}" | sed "s|$root/||g") --out ${out#"$root"/}\`"
   echo
   echo "The bundled model (models/default) decodes $tokens tokens (greedy, --ignore-eos) after a fixed prompt;"
-  echo "'loaded' runs $load bounded busy loop(s) pinned to each of the $cores cores beside it, each in a session of"
-  echo "its own (a program of its own to the scheduler: Linux's autogroups share CPU time by session). Arms interleave"
+  if [ "$own_session" = 1 ]; then
+    echo "'loaded' runs $load bounded busy loop(s) pinned to each of the $cores cores beside it, each in a session of"
+    echo "its own (where Linux autogroups share CPU time by session, the load competes with deltafin as a whole). Arms interleave"
+  else
+    echo "'loaded' runs $load bounded busy loop(s) pinned to each of the $cores cores beside it, in deltafin's session"
+    echo "(competing with each of its threads, as where CPU time is shared thread by thread). Arms interleave"
+  fi
   echo "within a phase, $repeat rounds; decode tok/s is the median (min-max). 'compute CPU' is the CPU time of"
   echo "the compute thread over decode wall time less read waits (the receipt's starvation figure; '-' where"
   echo "the binary does not report it). 'default / best' compares the default thread count with the best"

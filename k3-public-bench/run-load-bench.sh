@@ -125,9 +125,9 @@ mkdir -p "$(dirname "$out")"
   echo
   sed 's/^/    /' "$work/loadavg"
   echo
-  python3 - "$work" <<'EOF'
+  python3 - "$work" "$cores" <<'EOF'
 import glob, json, os, statistics, sys
-work = sys.argv[1]
+work, cores = sys.argv[1], sys.argv[2]
 runs = {}
 for path in glob.glob(os.path.join(work, "*.json")):
     phase, binary, draft, threads, _round, _ = os.path.basename(path).split(".")
@@ -149,6 +149,25 @@ for key in sorted(runs, key=lambda k: (order[k[0]], k[1], k[2], k[3])):
     ratio = f"{statistics.median(rates) / best:.2f}" if threads == "default" else ""
     share = f"{statistics.median(shares):.0%}" if shares else "-"
     print(f"| {phase} | {binary} | {draft} | {threads} | {med:.1f} ({min(rates):.1f}-{max(rates):.1f}) | {share} | {ratio} |")
+# The default is one thread per hardware thread: where that is one of the explicit counts, the two
+# arms are one configuration, and their runs pooled give the fairer default / best.
+if cores in {k[3] for k in runs}:
+    print()
+    print(f"The default is {cores} threads here, the same configuration as --threads {cores}; the gap between those two")
+    print("rows is the machine's noise. Their runs pooled:")
+    print()
+    print("| phase | binary | draft | default (pooled) tok/s | best other count | pooled / best |")
+    print("|---|---|---|---|---|---|")
+    for key in sorted({k[:3] for k in runs}, key=lambda k: (order[k[0]], k[1], k[2])):
+        pooled = [r for t in (cores, "default") for r, _, _ in runs.get(key + (t,), [])]
+        others = {t: statistics.median([r for r, _, _ in v]) for (p, b, d, t), v in runs.items()
+                  if (p, b, d) == key and t not in (cores, "default")}
+        if not pooled or not others:
+            continue
+        best_t = max(others, key=others.get)
+        med = statistics.median(pooled)
+        print(f"| {key[0]} | {key[1]} | {key[2]} | {med:.1f} | {others[best_t]:.1f} (--threads {best_t}) | "
+              f"{med / others[best_t]:.2f} |")
 hashes = {h for v in runs.values() for _, _, h in v}
 print()
 print("Generated ids of every run of every arm: " + ("identical" if len(hashes) == 1 else f"DIFFERENT ({len(hashes)} hashes)"))

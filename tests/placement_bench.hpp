@@ -33,8 +33,9 @@ struct Bench {
   }
   ~Bench() { fs::remove_all(root); }
   std::string drive(int i) const {
-    fs::create_directories(root / ("d" + std::to_string(i)));
-    return (root / ("d" + std::to_string(i))).string();
+    const fs::path dir = root / std::string("d").append(std::to_string(i));  // not "d" + string&&: GCC 12's -Wrestrict
+    fs::create_directories(dir);
+    return dir.string();
   }
   std::string path(const std::string& name) const { return (root / name).string(); }
   // `deltafin place` onto drives 0..n-1 with a manifest `name`; returns the manifest path.

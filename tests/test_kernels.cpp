@@ -1,9 +1,8 @@
 // CPU kernel tests: every fast kernel against its reference twin on random data, the element
 // decoders against their format definitions, batch invariance of matmul_rows (bit-exact across
-// n_pos, strides, row ranges and thread counts), and ThreadPool coverage.
+// n_pos, strides, row ranges and thread counts; ThreadPool itself: test_thread_pool.cpp).
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -447,43 +446,4 @@ TEST_CASE("silu_mul and softmax are accurate at the extremes", "[kernels]") {
   CHECK(logits[0] == 0.5f);
   CHECK(logits[1] == 0.5f);
   CHECK(logits[2] == 0.0f);
-}
-
-TEST_CASE("ThreadPool covers every index exactly once", "[kernels]") {
-  for (int threads : {1, 2, 3, 8}) {
-    ThreadPool pool(threads);
-    CHECK(pool.size() == threads);
-    for (int64_t n : {0, 1, 2, 5, 7, 100, 1001}) {
-      CAPTURE(threads, n);
-      std::vector<std::atomic<int>> hits(n);
-      std::atomic<int> calls{0};
-      pool.parallel_for(n, [&](int64_t begin, int64_t end) {
-        ++calls;
-        for (int64_t i = begin; i < end; ++i) ++hits[i];
-      });
-      bool once = true;
-      for (auto& h : hits) once = once && h.load() == 1;
-      CHECK(once);
-      CHECK(calls.load() == std::min<int64_t>(n, threads));
-    }
-  }
-}
-
-TEST_CASE("ThreadPool runs many jobs back to back and rethrows errors", "[kernels]") {
-  ThreadPool pool(4);
-  std::atomic<int64_t> sum{0};
-  for (int job = 0; job < 2000; ++job)
-    pool.parallel_for(10, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) sum += i;
-    });
-  CHECK(sum.load() == 2000 * 45);
-
-  CHECK_THROWS_AS(pool.parallel_for(8,
-                                    [](int64_t begin, int64_t) {
-                                      if (begin >= 4) throw std::runtime_error("range failed");
-                                    }),
-                  std::runtime_error);
-  std::atomic<int> after{0};
-  pool.parallel_for(4, [&](int64_t begin, int64_t end) { after += static_cast<int>(end - begin); });
-  CHECK(after.load() == 4);
 }

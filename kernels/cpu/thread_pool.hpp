@@ -1,13 +1,16 @@
 // A small persistent thread pool for the CPU kernels.
 //
-// parallel_for splits [0, n) into contiguous ranges, one per participating thread (the caller
-// runs the first), and returns when all are done. The split depends only on n and size(), never
-// on timing. Idle workers spin briefly, then sleep on a condition variable. Calls from several
+// parallel_for splits [0, n) into a fixed number of contiguous chunks (chunks(n): a function of n
+// and size() only, never of timing) and returns when every chunk has run. Chunks are claimed
+// from one atomic ticket by whichever thread gets there first, the caller included, so a worker
+// that the OS has descheduled costs nothing: the caller runs the chunks it has not claimed and
+// waits only for chunks already under way. A chunk's result must not depend on which thread runs
+// it (the kernels keep no per-thread state), so outputs are the same bits for any thread count
+// and any timing. Idle workers spin briefly, then sleep until the next job. Calls from several
 // threads are serialised; calling parallel_for from inside fn is not supported (it deadlocks).
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -27,29 +30,37 @@ class ThreadPool {
 
   int size() const { return size_; }
 
-  // Runs fn(begin, end) over contiguous ranges covering [0, n), blocking until all return. The
-  // first exception thrown by fn is rethrown here after every range has finished.
+  // How many chunks parallel_for(n, ...) splits [0, n) into (1 when n <= 1 or size() == 1).
+  int64_t chunks(int64_t n) const;
+
+  // Runs fn(begin, end) over chunks covering [0, n), blocking until all return. The first
+  // exception thrown by fn is rethrown here after every chunk has finished.
   void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
 
  private:
-  void worker_loop(int index);
-  void stop_workers();        // ends and joins every worker (destructor, failed start)
-  void run_range(int index);  // range `index` of the current job
+  void worker_loop();
+  void stop_workers();                  // ends and joins every worker (destructor, failed start)
+  uint32_t wait_for_job(uint32_t seen);  // the next job's generation (after `seen`), or `seen` on stop
+  void run_chunks(uint32_t generation);  // claims and runs chunks of that job until none is left
+  void run_chunk(int64_t index, int64_t count);
 
   int size_;
-  std::vector<std::thread> workers_;  // [size_ - 1]; worker i runs range i + 1
+  std::vector<std::thread> workers_;  // [size_ - 1]
 
   std::mutex call_mu_;  // serialises parallel_for callers
+  uint32_t generation_ = 0;  // of the current job; written by the caller only
 
-  std::mutex mu_;  // guards the job fields and both condition variables' predicates
-  std::condition_variable wake_cv_;
-  std::condition_variable done_cv_;
-  std::atomic<uint64_t> generation_{0};  // bumped once per job
-  std::atomic<int> pending_{0};          // worker ranges of the current job not yet finished
-  bool stop_ = false;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  // The claim ticket: generation (high 32 bits) | chunk count (16) | next unclaimed chunk (16).
+  // A successful compare-exchange on it owns one chunk of that generation's job.
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<int64_t> done_{0};        // chunks of the current job finished
+  std::atomic<uint32_t> epoch_{0};      // the latest generation; sleeping workers wait on it
+  std::atomic<int> sleepers_{0};        // workers asleep (or about to be) on epoch_
+  std::atomic<bool> stop_{false};
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;  // valid while chunks are unfinished
   int64_t job_n_ = 0;
-  int job_ranges_ = 0;
+
+  std::mutex error_mu_;
   std::exception_ptr error_;  // first exception of the current job
 };
 

@@ -1,7 +1,7 @@
 // The CPU backend: the reference for every other backend and the default everywhere. Buffers
 // are host memory; every op runs when it is enqueued, so fences pass at once. Work is split over
 // output rows (matmul) or heads (attention, the delta rule), never inside a reduction, so
-// results do not depend on the thread count.
+// results do not depend on the thread count; ops too small to share run on the calling thread.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -35,6 +35,11 @@ class HostBuffer final : public Buffer {
 
 // Row r of a host tensor.
 float* row(const Tensor& t, int64_t r) { return t.f32() + r * t.stride; }
+
+// An op of fewer multiply-adds than this runs on the calling thread alone: handing it out costs
+// more than it saves, and on a busy machine a worker may be descheduled while it holds a chunk
+// (k3-public-bench/results/busy-machine.md).
+constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 
 class CpuBackend final : public Backend {
  public:
@@ -125,10 +130,13 @@ class CpuBackend final : public Backend {
   void mla_attention(const MlaShape& s, const Weight& kv_b, const Tensor& q, const Tensor& cache_c,
                      const Tensor& cache_pe, int64_t start, const Tensor& out) override {
     const WeightView w = kv_b.host_view();
-    for (int64_t t = 0; t < q.rows; ++t)
-      pool_.parallel_for(s.heads, [&](int64_t begin, int64_t end) {
-        cpu::mla_attention(s, w, row(q, t), cache_c.f32(), cache_pe.f32(), start + t + 1, row(out, t), begin, end);
-      });
+    for (int64_t t = 0; t < q.rows; ++t) {
+      const int64_t n_ctx = start + t + 1;
+      split(s.heads, s.heads * (n_ctx * (s.kv_lora + s.rope + s.kv_lora) + s.kv_lora * (s.nope + s.v)),
+            [&](int64_t begin, int64_t end) {
+              cpu::mla_attention(s, w, row(q, t), cache_c.f32(), cache_pe.f32(), n_ctx, row(out, t), begin, end);
+            });
+    }
   }
 
   void kda(const KdaArgs& a) override {
@@ -142,7 +150,7 @@ class CpuBackend final : public Backend {
     for (int64_t t = 0; t < n; ++t) {
       cpu::kda_prepare(q.data() + t * ch, k.data() + t * ch, beta.data() + t * a.heads, decay.data() + t * ch,
                        a.dt_bias.f32(), a.decay_rate.f32(), a.heads, a.head_dim, a.gate_lower_bound, a.norm_eps);
-      pool_.parallel_for(a.heads, [&](int64_t begin, int64_t end) {
+      split(a.heads, 4 * a.heads * a.head_dim * a.head_dim, [&](int64_t begin, int64_t end) {
         cpu::kda_step(a.state.f32(), q.data() + t * ch, k.data() + t * ch, v.data() + t * ch, decay.data() + t * ch,
                       beta.data() + t * a.heads, a.head_dim, a.head_dim, row(a.out, t), begin, end);
       });
@@ -216,10 +224,19 @@ class CpuBackend final : public Backend {
   void matmul_rows(const WeightView& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride) {
     constexpr int64_t kChunk = 16;
     const int64_t chunks = (w.rows + kChunk - 1) / kChunk;
-    if (chunks < 4 || w.rows * w.cols < 65536) return cpu::matmul_rows(w, x, x_stride, n, y, y_stride, 0, w.rows);
+    if (chunks < 4 || w.rows * w.cols * n < kMinParallelWork)
+      return cpu::matmul_rows(w, x, x_stride, n, y, y_stride, 0, w.rows);
     pool_.parallel_for(chunks, [&](int64_t begin, int64_t end) {
       cpu::matmul_rows(w, x, x_stride, n, y, y_stride, begin * kChunk, std::min(end * kChunk, w.rows));
     });
+  }
+
+  // fn(begin, end) over [0, n) on the pool, or at once on this thread when `work` (multiply-adds)
+  // is too little to share.
+  template <class Fn>
+  void split(int64_t n, int64_t work, const Fn& fn) {
+    if (work < kMinParallelWork) return fn(0, n);
+    pool_.parallel_for(n, fn);
   }
 
   cpu::ThreadPool pool_;

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "cli/compute_starvation.hpp"
 #include "cli/progress.hpp"
 #include "decode/drafter.hpp"
 #include "decode/sampler.hpp"
@@ -126,6 +127,7 @@ int run(const RunFlags& f) {
     }
   }
   const auto t1 = Clock::now();
+  const double cpu1 = thread_cpu_seconds();
   RunReport report;
   report.at_decode_start = engine->stats();
   std::vector<int32_t>& generated = report.generated;
@@ -174,6 +176,7 @@ int run(const RunFlags& f) {
   emit("\n");
   report.at_decode_end = engine->stats();
   const auto t2 = Clock::now();
+  report.decode_cpu_seconds = thread_cpu_seconds() - cpu1;
   std::signal(SIGINT, SIG_DFL);
   if (g_interrupted) std::fprintf(stderr, "deltafin: interrupted\n");
   report.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();

@@ -61,6 +61,7 @@ struct RunReport {
                                      // which comes from the prefill's logits
   int64_t decode_passes = 0;         // target passes of the decode (fewer than tokens under speculation)
   double first_token_seconds = 0;    // from the start of the prefill to the first generated token
+  double decode_cpu_seconds = 0;     // CPU time of the compute thread over the decode (cli/compute_starvation.hpp)
   EngineStats at_decode_start;        // to separate decode's expert reads from prefill's
   EngineStats at_decode_end;          // the decode's own counters (the overlap line)
   std::vector<int32_t> generated;

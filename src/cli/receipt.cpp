@@ -1,13 +1,15 @@
 // The run receipt (--stats, to stderr): the lines a user asks for, in words and in units that fit
 // the size. Prompt and answer speed with the time to first token, what speculation did, how much
-// was read from disk and how fast (each drive's share when there are several), and whether the
-// memory budget held. --stats=full adds the engine's counters (receipt_counters.cpp);
-// --stats-json writes every figure (receipt_json.cpp).
+// was read from disk and how fast (each drive's share when there are several), whether a busy
+// machine starved the compute thread, and whether the memory budget held. --stats=full adds the
+// engine's counters (receipt_counters.cpp); --stats-json writes every figure (receipt_json.cpp).
 #include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/compute_starvation.hpp"
+#include "cli/overlap.hpp"
 #include "cli/receipt_format.hpp"
 #include "util/memory.hpp"
 
@@ -103,6 +105,12 @@ void print_receipt(const Engine& engine, const RunReport& r, bool full) {
   if (r.drafter != "off") line("draft", draft_line(r));
   print_disk(s, r.page_cache, full);
   // Findings about how the run went (one line each) go here, above the memory line.
+  if (r.decode_tokens > 0) {
+    const Overlap o = decode_overlap(r.at_decode_start, r.at_decode_end, r.decode_seconds);
+    if (compute_starved(r.decode_cpu_seconds, o.compute))
+      line("cpu", fmt::format("the compute thread ran {} of the decode's {} of compute (starved: the machine is busy)",
+                              human_seconds(r.decode_cpu_seconds), human_seconds(o.compute)));
+  }
   line("memory", memory_line(m));
   if (full) print_engine_counters(engine, r);
 }

@@ -26,8 +26,8 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
   const Overlap o = decode_overlap(r.at_decode_start, r.at_decode_end, r.decode_seconds);
   const std::string overlap = fmt::format(
       "{{\"decode_seconds\": {:.6f}, \"read_wait_seconds\": {:.6f}, \"compute_seconds\": {:.6f}, \"io_seconds\": {:.6f}, "
-      "\"busiest_drive\": {}, \"bound_seconds\": {:.6f}, \"fraction\": {:.6f}}}",
-      o.wall, o.read_wait, o.compute, o.io, json_string(o.busiest), o.bound, o.fraction);
+      "\"busiest_drive\": {}, \"bound_seconds\": {:.6f}, \"fraction\": {:.6f}, \"compute_cpu_seconds\": {:.6f}}}",
+      o.wall, o.read_wait, o.compute, o.io, json_string(o.busiest), o.bound, o.fraction, r.decode_cpu_seconds);
   const std::string text = fmt::format(
       "{{\n  \"model\": {},\n  \"backend\": {},\n"
       "  \"prefill\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"

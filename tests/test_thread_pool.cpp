@@ -110,7 +110,7 @@ TEST_CASE("ThreadPool chunks and results do not depend on timing or the thread c
 
 TEST_CASE("the bundled model's logits are the same bits at 1, 2 and 3 threads over a long prompt", "[pool][exactness]") {
   std::string ids;
-  for (int i = 0; i < 260; ++i) ids += (i ? "," : "") + std::to_string(5 + (i * 37) % 4000);
+  for (int i = 0; i < 260; ++i) ids.append(i ? "," : "").append(std::to_string(5 + (i * 37) % 4000));
   const std::string model = deltafin::test::fixtures_dir() + "/../../models/default";
   std::vector<std::string> logits;
   for (int threads : {1, 2, 3}) {

@@ -295,7 +295,7 @@ TEST_CASE("a DELTAFIN_MODEL that is not a model directory is refused, naming the
 
 // Issue 33, items 4 and 9: an explicit --memory-gb is compared with what the machine can give
 // (DELTAFIN_MEMORY_GB stands in for that figure here); --threads and --temp have sane bounds.
-TEST_CASE("--memory-gb past the machine's room, --threads past 4 a core and --temp inf are refused", "[bad-input]") {
+TEST_CASE("refused: a --memory-gb past the machine's room, --threads past 4 a core, --temp inf", "[bad-input]") {
   const std::string simd = "DELTAFIN_SIMD=" + deltafin::cpu::simd_current() + " ";
   expect_one_line(run_command("DELTAFIN_MEMORY_GB=0.05 " + simd + deltafin::test::binary() + " run -p def -n 2 --ids --memory-gb 1"),
                   {"--memory-gb 1: more than this machine can give this process (50.0 MB available: DELTAFIN_MEMORY_GB)",

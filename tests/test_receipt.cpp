@@ -139,7 +139,7 @@ TEST_CASE("speculation that turned itself off is said in words", "[receipt][spec
   CHECK(integer(speculative, "shadow_guesses") > 0);
 }
 
-TEST_CASE("--help of every command shows no CLI11 internals", "[receipt][cli]") {
+TEST_CASE("the --help of every command shows no CLI11 internals", "[receipt][cli]") {
   for (const char* command : {"run", "serve", "logits", "inspect", "tokenize", "detokenize", "place", "verify",
                               "metal-selftest"}) {
     const auto r = test::run_deltafin(std::string(command) + " --help");

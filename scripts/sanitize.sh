@@ -28,7 +28,8 @@ if [ "$kind" = thread ]; then
   "$build/tests/deltafin_tests" "$threaded" --warn NoTests
   ctest --test-dir "$build" -L serve --output-on-failure
 else
-  # Every default test case but the threaded ones (TSan's) and the CUDA ones (no device here).
-  "$build/tests/deltafin_tests" "~[slow]~[cuda]~[placement]~[overlap]~[memory-budget]~[staged]~[serve]" --warn NoTests
+  # Every default test case but the threaded ones (TSan's), the CUDA ones (no device here) and
+  # those under an address-space limit ([rlimit]: ASan reserves terabytes of shadow address space).
+  "$build/tests/deltafin_tests" "~[slow]~[cuda]~[rlimit]~[placement]~[overlap]~[memory-budget]~[staged]~[serve]" --warn NoTests
 fi
 echo "sanitize.sh: $kind: no findings"

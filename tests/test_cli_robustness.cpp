@@ -74,13 +74,13 @@ TEST_CASE("a FIFO given as an input file is refused, not waited on", "[bad-input
                   {"config.json", "is a FIFO"});
 }
 
-TEST_CASE("worker threads that cannot start give one line suggesting --threads", "[bad-input]") {
+TEST_CASE("worker threads that cannot start give one line suggesting --threads", "[bad-input][rlimit]") {
   // Threads take RLIMIT_STACK as their stack size: 2 GB of address space holds at most one 1 GB stack.
   expect_one_line(run_limited("ulimit -s 1000000; ulimit -v 2000000;", "run -p hi -n 2 --threads 4"),
                   {"cannot start 3 worker threads", "--threads"});
 }
 
-TEST_CASE("a tiny address-space limit gives one line, not a core", "[bad-input]") {
+TEST_CASE("a tiny address-space limit gives one line, not a core", "[bad-input][rlimit]") {
   const auto r = run_limited("ulimit -v 100000;", "run -p hi -n 2");
   expect_one_line(r, {});
 }
@@ -133,7 +133,7 @@ void make_huge_vocab_model(const ScratchModel& m, int64_t vocab) {
 }
 
 // Issue 12, item 8: running out of memory names what was being allocated.
-TEST_CASE("a spine tensor that cannot be allocated is named", "[bad-input]") {
+TEST_CASE("a spine tensor that cannot be allocated is named", "[bad-input][rlimit]") {
   ScratchModel m("dsv3_tiny");
   make_huge_vocab_model(m, 400);  // first: the same model stays loadable at a small vocabulary
   CHECK(run_deltafin("run -m " + m.dir.string() + " --tokens 1,2 --ids -n 1").exit_code == 0);

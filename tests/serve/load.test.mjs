@@ -82,7 +82,10 @@ test(`${kClients} clients x ${kRequestsPerClient} requests: every response compl
   const resident = residentBytes(server.pid);
   const peak = resident ? resident.peak : value("deltafin_memory_peak_rss_bytes");
   assert.ok(peak <= budget, `peak RSS ${peak} above the budget ${budget}`);
-  if (resident) assert.ok(resident.now - warm.now <= kGrowthBytes, `resident memory grew from ${warm.now} to ${resident.now}`);
+  // Under a sanitizer (scripts/sanitize.sh) the runtime's own shadow and history memory grows with
+  // every request: the growth bound is checked on the real build only.
+  if (resident && !process.env.DELTAFIN_SANITIZER)
+    assert.ok(resident.now - warm.now <= kGrowthBytes, `resident memory grew from ${warm.now} to ${resident.now}`);
   assert.equal(value("deltafin_generations_total"), results.length + 4);
   console.log(`load: ${results.length} requests in ${seconds.toFixed(2)} s (${(results.length / seconds).toFixed(1)} req/s); ` +
               `peak RSS ${(peak / 1e6).toFixed(1)} MB of a ${(budget / 1e6).toFixed(1)} MB budget; ` +

@@ -177,26 +177,22 @@ TEST_CASE("serve connections: slow clients hold no worker and meet their deadlin
 }
 
 TEST_CASE("serve connections: caps per address and in all refuse at once", "[serve]") {
+  // `open` connections are held; the next one is answered `status` at once.
+  const auto next_refused = [](const ConnectionLimits& limits, int open, const std::string& status) {
+    TestLoop t(limits);
+    std::vector<int> held;
+    for (int i = 0; i < open; ++i) held.push_back(connect_to(t.port));
+    const int extra = connect_to(t.port);
+    CHECK(receive(extra, 2, "\r\n\r\n").find("HTTP/1.1 " + status + " ") == 0);
+    close(extra);
+    for (int fd : held) close(fd);
+  };
   ConnectionLimits limits;
   limits.max_per_address = 3;
   limits.max_connections = 5;
-  {
-    TestLoop t(limits);
-    std::vector<int> open;
-    for (int i = 0; i < 3; ++i) open.push_back(connect_to(t.port));
-    const int extra = connect_to(t.port);
-    CHECK(receive(extra, 2, "\r\n\r\n").find("HTTP/1.1 429 ") == 0);
-    close(extra);
-    for (int fd : open) close(fd);
-  }
+  next_refused(limits, 3, "429");
   limits.max_per_address = 100;
-  TestLoop t(limits);
-  std::vector<int> open;
-  for (int i = 0; i < 5; ++i) open.push_back(connect_to(t.port));
-  const int extra = connect_to(t.port);
-  CHECK(receive(extra, 2, "\r\n\r\n").find("HTTP/1.1 503 ") == 0);
-  close(extra);
-  for (int fd : open) close(fd);
+  next_refused(limits, 5, "503");
 }
 
 TEST_CASE("serve connections: the bytes of requests being read are capped in all", "[serve]") {

@@ -17,7 +17,10 @@ namespace deltafin::cli {
 inline std::string human_seconds(double s) {
   if (s < 1) return fmt::format("{:.0f} ms", s * 1e3);
   if (s < 100) return fmt::format("{:.2f} s", s);
-  if (s < 3600) return fmt::format("{:.0f} min {:.0f} s", std::floor(s / 60), std::fmod(s, 60));
+  if (s < 3600) {
+    const int64_t whole = std::llround(s);  // rounded once, so 119.7 s reads "2 min 0 s", not "1 min 60 s"
+    return fmt::format("{} min {} s", whole / 60, whole % 60);
+  }
   return fmt::format("{:.1f} h", s / 3600);
 }
 

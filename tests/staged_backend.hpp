@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "io/aligned_buffer.hpp"
@@ -74,31 +75,25 @@ class StagedBackend final : public Backend {
              const Tensor& weights) override {
     cpu_->route(spec, logits, bias, ids, weights);
   }
-  // The experts' weights, moved from the hidden pool onto its host view.
-  void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
-                      ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) override {
-    struct Viewed final : ExpertSource {
-      ExpertSource& inner;
-      Buffer *hidden, *view;
-      Viewed(ExpertSource& s, Buffer* h, Buffer* v) : inner(s), hidden(h), view(v) {}
-      Resident acquire(int32_t expert) override { return viewed(inner.acquire(expert), expert); }
-      size_t acquire_next(std::span<const int32_t> pending, Resident& out) override {
-        const size_t i = inner.acquire_next(pending, out);
-        out = viewed(std::move(out), pending[i]);
-        return i;
-      }
-      Resident viewed(Resident r, int32_t expert) const {
-        for (Weight& w : r.proj) {
-          if (w.data != hidden || (w.scales && w.scales != hidden)) fail("expert {}: weights outside the slot pool", expert);
-          w.data = view;
-          if (w.scales) w.scales = view;
-        }
-        return r;
-      }
-      int64_t capacity() const override { return inner.capacity(); }
-    } viewed(source, slots_, slots_view_.get());
-    cpu_->routed_experts(x, ids, weights, experts, viewed, width, act, out);
+  void expert_slots(const Tensor& ids, const Tensor& experts, const Tensor& lists, const Tensor& counts) override {
+    cpu_->expert_slots(ids, experts, lists, counts);
   }
+  // The experts' weights, moved from the hidden pool onto its host view.
+  void expert_ffn(std::span<const ResidentExpert> batch, const Tensor& x, const Tensor& lists, const Tensor& counts,
+                  const GatedActivation& act, const Tensor& hidden, const Tensor& y) override {
+    std::vector<ResidentExpert> viewed(batch.begin(), batch.end());
+    for (ResidentExpert& e : viewed)
+      for (Weight& w : e.proj) {
+        if (w.data != slots_ || (w.scales && w.scales != slots_)) fail("expert_ffn: weights outside the slot pool");
+        w.data = slots_view_.get();
+        if (w.scales) w.scales = slots_view_.get();
+      }
+    cpu_->expert_ffn(viewed, x, lists, counts, act, hidden, y);
+  }
+  void expert_combine(const Tensor& ids, const Tensor& weights, const Tensor& y, const Tensor& out) override {
+    cpu_->expert_combine(ids, weights, y, out);
+  }
+  void hold_until(Fence fence, std::shared_ptr<const void> pin) override { cpu_->hold_until(fence, std::move(pin)); }
 
  private:
   struct HiddenBuffer final : Buffer {

@@ -32,7 +32,10 @@ for b in "${bins[@]}"; do
 done
 pin=0  # taskset pins each loop to its core where there is one (Linux); elsewhere the OS spreads them
 if command -v taskset >/dev/null; then pin=1; fi
-cores=$(cpu_count)
+# The CPUs this script may use (run it under `taskset -c 0,1` to measure a 2-core machine on a larger one).
+cpu_list=$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))' 2>/dev/null ||
+  seq 0 $(($(cpu_count) - 1)) | tr '\n' ' ')
+cores=$(wc -w <<< "$cpu_list" | tr -d ' ')
 work=$(mktemp -d /tmp/deltafin-load-bench.XXXXXX)
 loaders=()
 stop_load() {
@@ -83,7 +86,7 @@ busy_loop="import os, time
 $setsid
 end = time.time() + 1800
 while time.time() < end: pass"
-for core in $(seq 0 $((cores - 1))); do
+for core in $cpu_list; do
   for _ in $(seq 1 "$load"); do
     # A bounded busy loop: it ends by itself after 30 minutes should the trap never run.
     if [ "$pin" = 1 ]; then

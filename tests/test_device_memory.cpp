@@ -164,3 +164,101 @@ TEST_CASE("device spine streaming is bit-identical: K3", "[device-memory][exactn
   check_device_stream<K3Model>("k3_tiny", Fixture<K3Config>{load_k3_config, k3_expert_table});
   check_device_stream<K3Model>("k3_tiny_mxfp4", Fixture<K3Config>{load_k3_config, k3_expert_table});
 }
+
+namespace {
+
+void contains(const std::string& text, const std::string& part) {
+  INFO(part);
+  CHECK(text.find(part) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("inspect --device-memory-gb prints the plan of the real K3 on an H100 and an H200 as docs/cuda.md works it out",
+          "[device-memory]") {
+  const std::string dir = test::fixture("k3_real_config");
+  const auto h100 = test::run_deltafin("inspect -m " + dir + " --device-memory-gb 82 --memory-gb 64");
+  INFO(h100.output);
+  REQUIRE(h100.exit_code == 0);
+  contains(h100.output, "device         82.0000 GB: spine 76.341395 GB resident + 37.168137 GB streamed (window 2.535488 GB), "
+                        "experts 0.317455 GB");
+  contains(h100.output, "host           64.0000 GB: streamed spine 37.168137 GB held + 0.000000 GB from the drives");
+  contains(h100.output, "resident       embedding, layers 0-6, layers 8-10,");
+  contains(h100.output, "layers 68-70, layer 72, head");
+  contains(h100.output, "from host      layer 7, layer 11,");
+  contains(h100.output, "layer 71, layers 73-92");
+  contains(h100.output, "from drives    nothing");
+  contains(h100.output, "to device      62.992041 GB a token, host to device = streamed spine 37.168137 GB + expert reads 25.823904 GB");
+  const auto small_host = test::run_deltafin("inspect -m " + dir + " --device-memory-gb 82 --memory-gb 16");
+  contains(small_host.output, "host           16.0000 GB: streamed spine 12.254033 GB held + 24.914104 GB from the drives "
+                              "(pinned window 2.535488 GB)");
+  contains(small_host.output, "read/token     50.738008 GB = spine 24.914104 GB + experts 25.823904 GB");
+
+  const auto h200 = test::run_deltafin("inspect -m " + dir + " --device-memory-gb 141 --memory-gb 64");
+  INFO(h200.output);
+  REQUIRE(h200.exit_code == 0);
+  contains(h200.output, "device         141.0000 GB: spine 113.509532 GB resident + 0.000000 GB streamed (window 0.000000 GB), "
+                        "experts 24.684806 GB");
+  contains(h200.output, "from host      nothing");
+  contains(h200.output, "to device      25.388772 GB a token");
+}
+
+TEST_CASE("--device-memory-gb: bad values and a second budget for one pool are refused in one line", "[device-memory][bad-input]") {
+  for (const char* bad : {"--device-memory-gb -1", "--device-memory-gb nan", "--device-memory-gb 1e12"}) {
+    for (const std::string cmd : {"run -p hi -n 2 --draft off ", "inspect "}) {
+      const auto r = test::run_deltafin(cmd + bad);
+      INFO(cmd + bad);
+      INFO(r.output);
+      CHECK(r.exit_code == 1);
+      contains(r.output, "--device-memory-gb must be a number of GB > 0");
+    }
+  }
+  const auto both = test::run_deltafin("run -p hi -n 2 --draft off --memory-gb 1 --device-memory-gb 2");
+  CHECK(both.exit_code == 1);
+  CHECK(std::count(both.output.begin(), both.output.end(), '\n') == 1);
+  contains(both.output, "--device-memory-gb 2: this backend has one memory pool (the host's), so the device's budget is --memory-gb 1");
+  const auto below = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --device-memory-gb 4");
+  CHECK(below.exit_code == 1);
+  contains(below.output, "--device-memory-gb 4: below the minimum working set of 5.17 GB");
+  contains(below.output, "give at least --device-memory-gb 5.1721");
+  const auto host = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --device-memory-gb 82 --memory-gb 2");
+  CHECK(host.exit_code == 1);
+  contains(host.output, "--memory-gb 2: below the host's share of 3.35 GB");
+}
+
+TEST_CASE("on the CPU --device-memory-gb is the one budget: a streamed spine gives the resident run's ids", "[device-memory][exactness]") {
+  const std::string base = "run -p 'The streaming spine' -n 12 --temp 0 --ids --draft off --ignore-eos";
+  const auto resident = test::run_deltafin(base);
+  REQUIRE(resident.exit_code == 0);
+  const auto streamed = test::run_deltafin(base + " --device-memory-gb 0.0345 --stats=full");
+  INFO(streamed.output);
+  REQUIRE(streamed.exit_code == 0);
+  const auto first_line = [](const std::string& text) { return text.substr(0, text.find('\n')); };
+  CHECK(first_line(streamed.output) == first_line(resident.output));
+  contains(streamed.output, "budget    0.0345 GB (--device-memory-gb): spine 0.0000 GB resident + 0.0098 GB streamed");
+}
+
+TEST_CASE("the landing helper writes in place where the host can, else through staging and one copy", "[device-memory]") {
+  auto cpu = make_cpu_backend(1);
+  test::StagedBackend staged(1, 1 << 20);
+  const std::vector<std::byte> bytes(100, std::byte{7});
+  for (Backend* b : {cpu.get(), static_cast<Backend*>(&staged)}) {
+    auto dst = b->allocate(4096);
+    auto staging = b->allocate_host(4096);
+    const Landing landing(*dst, 64, bytes.size(), staging.get(), 128);
+    CHECK(landing.staged() == needs_staging(*dst));
+    CHECK(landing.host() == (dst->host() ? dst->host() + 64 : staging->host() + 128));
+    std::memcpy(landing.host(), bytes.data(), bytes.size());
+    landing.finish(*b);
+    std::vector<float> back(1024);
+    b->download(Tensor::of(*dst, 1, 1024), back.data());
+    CHECK(std::memcmp(reinterpret_cast<std::byte*>(back.data()) + 64, bytes.data(), bytes.size()) == 0);
+  }
+  CHECK(staged.other_uploads == 1);
+  auto device = staged.allocate(4096);
+  CHECK_THROWS_WITH(Landing(*device, 0, 100), Catch::Contains("no host staging memory"));
+  CHECK(cpu->memory_pools().size() == 1);
+  CHECK(cpu->memory_pools().front().host_visible);
+  CHECK(staged.memory_pools().back().size == 1 << 20);
+  CHECK_FALSE(staged.memory_pools().back().host_visible);
+}

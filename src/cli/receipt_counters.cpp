@@ -88,9 +88,9 @@ void print_engine_counters(const Engine& engine, const RunReport& r) {
   // Two pools (a GPU of its own memory): the plan's figures are the device's, then the host's share.
   const bool two_pools = m.device_memory_budget > 0;
   std::fprintf(stderr,
-               "%s %.4f GB (%s): spine %.4f GB resident + %.4f GB streamed (%" PRIu64 " of %" PRIu64
+               "budget    %.4f GB%s (%s): spine %.4f GB resident + %.4f GB streamed (%" PRIu64 " of %" PRIu64
                " units, window %.4f GB), experts %.4f GB, working %.4f GB; minimum %.4f GB\n",
-               two_pools ? "device   " : "budget   ", (two_pools ? m.device_memory_budget : m.memory_budget) / kGB,
+               (two_pools ? m.device_memory_budget : m.memory_budget) / kGB, two_pools ? " on the device" : "",
                (two_pools ? m.device_memory_source : m.memory_source).c_str(), m.spine_resident_bytes / kGB,
                m.spine_streamed_bytes / kGB, m.spine_units_streamed, m.spine_units, m.spine_window_bytes / kGB,
                m.expert_budget_bytes / kGB, m.working_bytes / kGB, m.minimum_bytes / kGB);

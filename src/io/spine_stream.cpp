@@ -80,7 +80,12 @@ StreamedMatrix SpineStream::add(int64_t unit, const MatrixRef& ref) {
     out.weight = {ref.format, ref.rows, ref.cols, s.device.get(), m.data_at, ref.scale.info ? s.device.get() : nullptr,
                   m.scales_at};
     if (host_held(unit)) {  // read now, into host memory laid out as the slot is, and checked
-      if (!u.held) u.held = backend_.allocate_host(s.bytes);
+      if (!u.held) {  // as large as the unit's plan allows (the slot may be larger: it takes the largest of its units)
+        const bool planned = unit < static_cast<int64_t>(plan_.unit_bytes.size());
+        u.held = backend_.allocate_host(planned ? std::min(s.bytes, align(plan_.unit_bytes[unit]) + kSlack) : s.bytes);
+      }
+      if (u.extent > u.held->bytes()) fail("spine unit {}: its matrices take more than config.json describes (tensor '{}')", unit,
+                                           ref.weight.info->name);
       index_.read(ref.weight, u.held->host() + m.data_at);
       if (ref.scale.info) index_.read(ref.scale, u.held->host() + m.scales_at);
       require_finite(WeightView{ref.format, u.held->host() + m.data_at, ref.rows, ref.cols,

@@ -174,8 +174,7 @@ void contains(const std::string& text, const std::string& part) {
 
 }  // namespace
 
-TEST_CASE("inspect --device-memory-gb prints the plan of the real K3 on an H100 and an H200 as docs/cuda.md works it out",
-          "[device-memory]") {
+TEST_CASE("inspect --device-memory-gb: the real K3 on an H100 and an H200, as in docs/cuda.md", "[device-memory]") {
   const std::string dir = test::fixture("k3_real_config");
   const auto h100 = test::run_deltafin("inspect -m " + dir + " --device-memory-gb 82 --memory-gb 64");
   INFO(h100.output);
@@ -203,7 +202,7 @@ TEST_CASE("inspect --device-memory-gb prints the plan of the real K3 on an H100 
   contains(h200.output, "to device      25.388772 GB a token");
 }
 
-TEST_CASE("--device-memory-gb: bad values and a second budget for one pool are refused in one line", "[device-memory][bad-input]") {
+TEST_CASE("bad --device-memory-gb values and a second budget for one pool are refused in one line", "[device-memory][bad-input]") {
   for (const char* bad : {"--device-memory-gb -1", "--device-memory-gb nan", "--device-memory-gb 1e12"}) {
     for (const std::string cmd : {"run -p hi -n 2 --draft off ", "inspect "}) {
       const auto r = test::run_deltafin(cmd + bad);

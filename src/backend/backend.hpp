@@ -92,8 +92,6 @@ inline bool kda_shapes_match(const KdaArgs& a) {
          shaped(a.window, 3 * hist, ch) && shaped(a.state, ch, a.head_dim) && shaped(a.out, n, ch);
 }
 
-// Where a device backend's time went (Backend::times()), measured only when asked for: on CUDA
-// with DELTAFIN_DEVICE_PROFILE=1 (an event pair around each op; the copies timed on the host).
 // A pool of memory a backend allocates from (Backend::memory_pools()).
 struct MemoryPool {
   std::string name;           // "host", "host (pinned)", "device", "unified"
@@ -106,6 +104,8 @@ struct MemoryPool {
 // process can still take (util/memory_available: MemAvailable and the cgroups' room).
 MemoryPool host_memory_pool(const char* name = "host");
 
+// Where a device backend's time went (Backend::times()), measured only when asked for: on CUDA
+// with DELTAFIN_DEVICE_PROFILE=1 (an event pair around each op; the copies timed on the host).
 struct DeviceTimes {
   double spine_seconds = 0;   // ops other than the expert op
   double expert_seconds = 0;  // the expert op's kernels

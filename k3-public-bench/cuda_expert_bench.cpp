@@ -3,8 +3,8 @@
 // same run over the same buffer. EXPERTS random experts live in VRAM (resident: no reads); each
 // call routes n positions to top-16 of them, drawn afresh per run so a run's weights are not in
 // L2 from the one before. Reports per n in {1, 5, 64}: the union's experts and bytes, the
-// median time of RUNS calls (routed_experts enqueued, then its fence waited for: the whole op,
-// bookkeeping and combine included) and its weight bytes per second as a share of the ceiling.
+// median time of RUNS calls (run_experts enqueued, then its fence waited for: the whole op,
+// slot lists, the driver's batches and the combine included) and its weight bytes per second as a share of the ceiling.
 //   cuda_expert_bench [RUNS=9] [EXPERTS=128]
 #include <algorithm>
 #include <chrono>
@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/scratch.hpp"
 #include "backend/cuda/cuda_buffer.hpp"
 #include "cuda_read_ceiling.hpp"
+#include "model/expert_driver.hpp"
 
 namespace {
 
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
     std::printf("| positions | union experts | weight MB | median us | GB/s | of ceiling |\n|---|---|---|---|---|---|\n");
 
     VramExperts source;
+    Scratch scratch(*backend);
     source.buffer = pool.get(), source.count = experts;
     const GatedActivation situ{GatedActivation::kSiTU, 4.0f, 25.0f};
     for (int64_t n : {1, 5, 64}) {
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
         backend->upload(chosen.data(), *id_buf, 0, chosen.size() * 4);
         backend->wait(backend->commit());
         const auto start = std::chrono::steady_clock::now();
-        backend->routed_experts(x, ids, weights, union_ids, source, kWidth, situ, out);
+        run_experts(*backend, scratch, source, x, ids, weights, union_ids, kWidth, situ, out);
         backend->wait(backend->commit());
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (r < 0) continue;

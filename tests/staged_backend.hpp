@@ -96,31 +96,24 @@ class StagedBackend final : public Backend {
              const Tensor& weights) override {
     cpu_->route(spec, v(logits), v(bias), v(ids), v(weights));
   }
-  // The experts' weights, moved from the hidden pool onto its host view.
-  void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
-                      ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) override {
-    struct Viewed final : ExpertSource {
-      ExpertSource& inner;
-      const StagedBackend& backend;
-      Viewed(ExpertSource& s, const StagedBackend& b) : inner(s), backend(b) {}
-      Resident acquire(int32_t expert) override { return viewed(inner.acquire(expert), expert); }
-      size_t acquire_next(std::span<const int32_t> pending, Resident& out) override {
-        const size_t i = inner.acquire_next(pending, out);
-        out = viewed(std::move(out), pending[i]);
-        return i;
-      }
-      Resident viewed(Resident r, int32_t expert) const {
-        for (Weight& w : r.proj) {
-          if (w.data != backend.slots_ || (w.scales && w.scales != backend.slots_))
-            fail("expert {}: weights outside the slot pool", expert);
-          w = backend.v(w);
-        }
-        return r;
-      }
-      int64_t capacity() const override { return inner.capacity(); }
-    } viewed(source, *this);
-    cpu_->routed_experts(v(x), v(ids), v(weights), experts, viewed, width, act, v(out));
+  void expert_slots(const Tensor& ids, const Tensor& experts, const Tensor& lists, const Tensor& counts) override {
+    cpu_->expert_slots(v(ids), v(experts), v(lists), v(counts));
   }
+  // The experts' weights, moved from the hidden pool onto its host view.
+  void expert_ffn(std::span<const ResidentExpert> batch, const Tensor& x, const Tensor& lists, const Tensor& counts,
+                  const GatedActivation& act, const Tensor& hidden, const Tensor& y) override {
+    std::vector<ResidentExpert> viewed(batch.begin(), batch.end());
+    for (ResidentExpert& e : viewed)
+      for (Weight& w : e.proj) {
+        if (w.data != slots_ || (w.scales && w.scales != slots_)) fail("expert_ffn: weights outside the slot pool");
+        w = v(w);
+      }
+    cpu_->expert_ffn(viewed, v(x), v(lists), v(counts), act, v(hidden), v(y));
+  }
+  void expert_combine(const Tensor& ids, const Tensor& weights, const Tensor& y, const Tensor& out) override {
+    cpu_->expert_combine(v(ids), v(weights), v(y), v(out));
+  }
+  void hold_until(Fence fence, std::shared_ptr<const void> pin) override { cpu_->hold_until(fence, std::move(pin)); }
 
  private:
   struct HiddenBuffer final : Buffer {

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/scratch.hpp"
 #include "cpu/k3_ops.hpp"
 #include "cpu/matmul.hpp"
 #include "cpu/mla_attention.hpp"
@@ -26,6 +28,7 @@
 #include "cpu/vec_ops.hpp"
 #include "backend_test_util.hpp"
 #include "metal/emulated_metal.hpp"
+#include "model/expert_driver.hpp"
 #include "random_weights.hpp"
 #include "test_util.hpp"
 
@@ -343,8 +346,8 @@ class TestExperts final : public ExpertSource {
     return {device[expert], std::make_shared<int>(expert)};
   }
   // With `arrival` set, reads "land" in that order: the first of it still pending is resident.
-  size_t acquire_next(std::span<const int32_t> pending, Resident& out) override {
-    if (arrival.empty()) return ExpertSource::acquire_next(pending, out);
+  size_t acquire_next(std::span<const int32_t> pending, Resident& out, bool wait) override {
+    if (arrival.empty()) return ExpertSource::acquire_next(pending, out, wait);
     for (int32_t expert : arrival) {
       const auto at = std::find(pending.begin(), pending.end(), expert);
       if (at == pending.end()) continue;
@@ -363,7 +366,137 @@ class TestExperts final : public ExpertSource {
 
 }  // namespace
 
-TEST_CASE("backend op routed_experts: weighted sums in ascending expert order against the twins", "[backend-ops]") {
+namespace {
+
+// Random rows of k distinct experts of `experts`, ascending (as route() writes them), and their union.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> random_routing(int64_t n, int64_t k, int64_t experts, std::mt19937& rng) {
+  std::vector<int32_t> ids;
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<int32_t> all(experts);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    std::sort(all.begin(), all.begin() + k);
+    ids.insert(ids.end(), all.begin(), all.begin() + k);
+  }
+  std::vector<int32_t> chosen = ids;
+  std::sort(chosen.begin(), chosen.end());
+  chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
+  return {ids, chosen};
+}
+
+// expert_slots by its definition: per expert of the union, the slots t * k + j that chose it, t ascending.
+std::vector<std::vector<int32_t>> slots_ref(const std::vector<int32_t>& ids, const std::vector<int32_t>& chosen) {
+  std::vector<std::vector<int32_t>> lists(chosen.size());
+  for (size_t s = 0; s < ids.size(); ++s)
+    lists[std::lower_bound(chosen.begin(), chosen.end(), ids[s]) - chosen.begin()].push_back(static_cast<int32_t>(s));
+  return lists;
+}
+
+}  // namespace
+
+TEST_CASE("backend op expert_slots: each expert's slots, rows ascending, as the definition lists them", "[backend-ops]") {
+  for_each_backend([](Device& d) {
+    std::mt19937 rng(31);
+    for (auto [n, k, experts] : {std::array<int64_t, 3>{1, 2, 6}, {7, 3, 10}, {33, 8, 64}}) {
+      const auto [ids, chosen] = random_routing(n, k, experts, rng);
+      const int64_t count = static_cast<int64_t>(chosen.size());
+      const Tensor lists = d.tensor(count, n, nullptr, Elem::I32), counts = d.tensor(count, 1, nullptr, Elem::I32);
+      d.backend.expert_slots(d.tensor(n, k, ids.data(), Elem::I32), d.tensor(count, 1, chosen.data(), Elem::I32), lists, counts);
+      std::vector<int32_t> got_lists(count * n), got_counts(count);
+      d.backend.download(lists, got_lists.data());
+      d.backend.download(counts, got_counts.data());
+      const auto ref = slots_ref(ids, chosen);
+      CAPTURE(n, k, experts);
+      for (int64_t e = 0; e < count; ++e) {
+        REQUIRE(got_counts[e] == static_cast<int32_t>(ref[e].size()));
+        CHECK(std::vector<int32_t>(got_lists.begin() + e * n, got_lists.begin() + e * n + got_counts[e]) == ref[e]);
+      }
+    }
+  });
+}
+
+TEST_CASE("backend op expert_ffn: a batch's slots against the twins, other slots untouched", "[backend-ops]") {
+  static constexpr double kBound = 1e-10;  // fp32 matmuls and SiTU against double (as the whole op)
+  for_each_backend([](Device& d) {
+    std::mt19937 rng(32);
+    for (WeightFormat f : {WeightFormat::BF16, WeightFormat::MXFP4, WeightFormat::INT4_G32}) {
+      const int64_t n = 5, k = 3, in = 64, width = 32, experts = 7;
+      const auto [ids, chosen] = random_routing(n, k, experts, rng);
+      const auto ref_lists = slots_ref(ids, chosen);
+      const int64_t count = static_cast<int64_t>(chosen.size());
+      std::vector<int32_t> lists(count * n, -1), counts(count);
+      for (int64_t e = 0; e < count; ++e) {
+        counts[e] = static_cast<int32_t>(ref_lists[e].size());
+        std::copy(ref_lists[e].begin(), ref_lists[e].end(), lists.begin() + e * n);
+      }
+      std::vector<std::array<TestMatrix, 3>> host;
+      for (int64_t e = 0; e < count; ++e)
+        host.push_back({random_matrix(f, width, in, rng), random_matrix(f, width, in, rng), random_matrix(f, in, width, rng)});
+      // A batch of every other expert of the union (as many as the backend takes), in descending order.
+      std::vector<ResidentExpert> batch;
+      for (int64_t e = count - 1; e >= 0 && static_cast<int64_t>(batch.size()) < d.backend.expert_batch(); e -= 2)
+        batch.push_back({{d.weight(host[e][0]), d.weight(host[e][1]), d.weight(host[e][2])}, e});
+      const auto x = random_floats(n * in, rng);
+      const std::vector<float> sentinel(n * k * in, 12345.0f);
+      const Tensor y = d.tensor(n * k, in, sentinel);
+      const GatedActivation act{GatedActivation::kSiTU, 4.0f, 25.0f};
+      d.backend.expert_ffn(batch, d.tensor(n, in, x), d.tensor(count, n, lists.data(), Elem::I32),
+                           d.tensor(count, 1, counts.data(), Elem::I32), act, d.tensor(n * k, width), y);
+      const std::vector<float> got = d.get(y);
+      std::vector<float> want = sentinel, gate(width), up(width);
+      for (const ResidentExpert& e : batch)
+        for (int32_t slot : ref_lists[e.list]) {
+          const auto& m = host[e.list];
+          const float* xt = x.data() + (slot / k) * in;
+          cpu::matmul_rows_ref(m[0].view(), xt, in, 1, gate.data(), width, 0, width);
+          cpu::matmul_rows_ref(m[1].view(), xt, in, 1, up.data(), width, 0, width);
+          cpu::situ_mul_ref(gate.data(), up.data(), width, act.beta, act.linear_beta);
+          cpu::matmul_rows_ref(m[2].view(), gate.data(), width, 1, want.data() + slot * in, in, 0, in);
+        }
+      CAPTURE(test::format_name(f), batch.size());
+      for (int64_t s = 0; s < n * k; ++s) {
+        const std::vector<float> got_row(got.begin() + s * in, got.begin() + (s + 1) * in);
+        const std::vector<float> want_row(want.begin() + s * in, want.begin() + (s + 1) * in);
+        CAPTURE(s);
+        if (want_row == std::vector<float>(in, 12345.0f)) CHECK(got_row == want_row);
+        else CHECK(nmse(got_row, want_row) < kBound);
+      }
+    }
+  });
+}
+
+TEST_CASE("backend op expert_combine: each row summed in ascending expert order, whatever order its slots list them",
+          "[backend-ops]") {
+  static constexpr double kBound = 1e-12;  // k fp32 multiply-adds against double
+  for_each_backend([](Device& d) {
+    std::mt19937 rng(33);
+    const int64_t n = 6, k = 4, cols = 96, experts = 12;
+    const auto [ids, chosen] = random_routing(n, k, experts, rng);
+    const auto y = random_floats(n * k * cols, rng, 3.0f), weights = random_floats(n * k, rng);
+    const auto combine = [&](const std::vector<int32_t>& i, const std::vector<float>& w, const std::vector<float>& ys) {
+      const Tensor out = d.tensor(n, cols);
+      d.backend.expert_combine(d.tensor(n, k, i.data(), Elem::I32), d.tensor(n, k, w), d.tensor(n * k, cols, ys), out);
+      return d.get(out);
+    };
+    const std::vector<float> ascending = combine(ids, weights, y);
+    std::vector<double> ref(n * cols, 0.0);
+    for (int64_t s = 0; s < n * k; ++s)
+      for (int64_t c = 0; c < cols; ++c) ref[(s / k) * cols + c] += double{weights[s]} * y[s * cols + c];
+    CHECK(nmse(ascending, std::vector<float>(ref.begin(), ref.end())) < kBound);
+    // The same choices with each row's slots reversed: the same sums, bit for bit.
+    std::vector<int32_t> ids_r(ids.size());
+    std::vector<float> weights_r(weights.size()), y_r(y.size());
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t from = t * k + j, to = t * k + (k - 1 - j);
+        ids_r[to] = ids[from], weights_r[to] = weights[from];
+        std::copy_n(y.begin() + from * cols, cols, y_r.begin() + to * cols);
+      }
+    CHECK(same_bits(combine(ids_r, weights_r, y_r), ascending));
+  });
+}
+
+TEST_CASE("expert driver: weighted sums in ascending expert order against the twins", "[backend-ops]") {
   for_each_backend([](Device& d) {
     std::mt19937 rng(9);
     for (WeightFormat f : {WeightFormat::BF16, WeightFormat::MXFP4, WeightFormat::INT4_G32}) {
@@ -375,8 +508,8 @@ TEST_CASE("backend op routed_experts: weighted sums in ascending expert order ag
       const auto x = random_floats(n * in, rng);
       const Tensor out = d.tensor(n, in);
       const GatedActivation act{GatedActivation::kSiTU, 4.0f, 25.0f};
-      d.backend.routed_experts(d.tensor(n, in, x), d.tensor(n, k, ids.data(), Elem::I32), d.tensor(n, k, weights), chosen,
-                               source, width, act, out);
+      Scratch scratch(d.backend);
+      run_experts(d.backend, scratch, source, d.tensor(n, in, x), d.tensor(n, k, ids.data(), Elem::I32), d.tensor(n, k, weights), chosen, width, act, out);
       CHECK(source.acquired == chosen);  // each once, ascending
       std::vector<float> ref(n * in, 0.0f), gate(width), up(width), y(in);
       for (int64_t t = 0; t < n; ++t)
@@ -394,9 +527,10 @@ TEST_CASE("backend op routed_experts: weighted sums in ascending expert order ag
   });
 }
 
-// Reads land in any order: a backend that runs experts as they arrive (the CPU) still sums each
-// row in ascending expert order, so the output is the ascending run's bit for bit.
-TEST_CASE("backend op routed_experts: experts arriving in any order give the ascending result bit for bit", "[backend-ops]") {
+// Reads land in any order: the driver runs experts as they arrive, on every backend, and
+// expert_combine still sums each row in ascending expert order, so the output is the ascending
+// run's bit for bit.
+TEST_CASE("expert driver: experts arriving in any order give the ascending result bit for bit", "[backend-ops]") {
   for_each_backend([](Device& d) {
     std::mt19937 rng(19);
     const int64_t n = 5, k = 3, in = 64, width = 32, experts = 9;
@@ -420,8 +554,8 @@ TEST_CASE("backend op routed_experts: experts arriving in any order give the asc
       source.arrival = arrival;
       source.acquired.clear();
       const Tensor out = d.tensor(n, in);
-      d.backend.routed_experts(d.tensor(n, in, x), d.tensor(n, k, ids.data(), Elem::I32), d.tensor(n, k, weights), chosen,
-                               source, width, act, out);
+      Scratch scratch(d.backend);
+      run_experts(d.backend, scratch, source, d.tensor(n, in, x), d.tensor(n, k, ids.data(), Elem::I32), d.tensor(n, k, weights), chosen, width, act, out);
       std::vector<int32_t> sorted = source.acquired;
       std::sort(sorted.begin(), sorted.end());
       CHECK(sorted == chosen);  // each once
@@ -434,7 +568,7 @@ TEST_CASE("backend op routed_experts: experts arriving in any order give the asc
       const auto got = run(order);
       CAPTURE(test::join_ids(order, ","));
       CHECK(same_bits(got, ascending));
-      if (std::string(d.backend.name()) == "cpu") CHECK(source.acquired == order);  // run as they arrived
+      CHECK(source.acquired == order);  // run as they arrived
     }
   });
 }

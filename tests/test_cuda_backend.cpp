@@ -14,11 +14,13 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/scratch.hpp"
 #include "cpu/k3_ops.hpp"
 #include "cpu/matmul.hpp"
 #include "cpu/mla_attention.hpp"
 #include "cpu/vec_ops.hpp"
 #include "backend_test_util.hpp"
+#include "model/expert_driver.hpp"
 #include "random_weights.hpp"
 #include "util/error.hpp"
 
@@ -51,7 +53,7 @@ Expert random_expert(WeightFormat f, int64_t width, int64_t in, std::mt19937& rn
   return {random_matrix(f, width, in, rng), random_matrix(f, width, in, rng), random_matrix(f, in, width, rng)};
 }
 
-// routed_experts by its definition, from the twins: per row, sum over its experts of
+// The expert op by its definition, from the twins: per row, sum over its experts of
 // weight * down(act(gate x, up x)).
 std::vector<float> experts_ref(const std::vector<Expert>& experts, const std::vector<float>& x, const std::vector<int32_t>& ids,
                                const std::vector<float>& weights, int64_t n, int64_t k, int64_t in, int64_t width,
@@ -160,6 +162,7 @@ TEST_CASE("cuda backend: the slot pool is VRAM, filled by upload_slot from pinne
   auto b = cuda_or_skip();
   if (!b) return;
   Device on{*b, {}};
+  Scratch scratch(*b);
   std::mt19937 rng(23);
   const int64_t n = 3, k = 1, in = 128, width = 64;
   constexpr uint64_t kPart = 64 << 10;  // each matrix's data and scales at their own 64 KiB offset
@@ -196,7 +199,7 @@ TEST_CASE("cuda backend: the slot pool is VRAM, filled by upload_slot from pinne
     const std::vector<Expert> expert = {random_expert(WeightFormat::MXFP4, width, in, rng)};
     source.w = place(expert[0]);  // the second use: new bytes in the same slot
     const Tensor out = on.tensor(n, in);
-    b->routed_experts(tx, tids, tw, chosen, source, width, kSiTU, out);
+    run_experts(*b, scratch, source, tx, tids, tw, chosen, width, kSiTU, out);
     results.push_back(on.get(out));
     CAPTURE(use);
     CHECK(nmse(results.back(), experts_ref(expert, x, ids, weights, n, k, in, width, kSiTU)) < 1e-10);
@@ -208,6 +211,7 @@ TEST_CASE("cuda backend: expert pins are held until the kernels that read them h
   auto b = cuda_or_skip();
   if (!b) return;
   Device on{*b, {}};
+  Scratch scratch(*b);
   std::mt19937 rng(24);
   const int64_t n = 4, k = 2, in = 2048, width = 1024;
   std::vector<Expert> host;
@@ -217,8 +221,7 @@ TEST_CASE("cuda backend: expert pins are held until the kernels that read them h
   const std::vector<float> weights = {0.5f, 0.5f, 1.0f, -1.0f, 0.25f, 0.75f, 2.0f, 0.1f};
   const auto x = random_floats(n * in, rng);
   const Tensor out = on.tensor(n, in);
-  b->routed_experts(on.tensor(n, in, x), on.tensor(n, k, ids.data(), Elem::I32), on.tensor(n, k, weights), chosen, source,
-                    width, kSiTU, out);
+  run_experts(*b, scratch, source, on.tensor(n, in, x), on.tensor(n, k, ids.data(), Elem::I32), on.tensor(n, k, weights), chosen, width, kSiTU, out);
   CHECK(source.acquired == 4);
   CHECK(source.released == 0);  // the op's fence has not been seen to pass: every pin is held
   b->wait(b->commit());
@@ -230,6 +233,7 @@ TEST_CASE("cuda backend: a source that holds fewer experts than the union gets a
   auto b = cuda_or_skip();
   if (!b) return;
   Device on{*b, {}};
+  Scratch scratch(*b);
   std::mt19937 rng(29);
   const int64_t n = 6, k = 2, in = 512, width = 256;
   std::vector<Expert> host;
@@ -242,7 +246,7 @@ TEST_CASE("cuda backend: a source that holds fewer experts than the union gets a
   for (int64_t slots : {1, 2, 3}) {
     CountedExperts source(on, host, slots);
     const Tensor out = on.tensor(n, in);
-    b->routed_experts(tx, tids, tw, chosen, source, width, kSiTU, out);
+    run_experts(*b, scratch, source, tx, tids, tw, chosen, width, kSiTU, out);
     CAPTURE(slots);
     CHECK(source.acquired == 6);
     CHECK(source.most_held <= slots - 1);
@@ -275,10 +279,11 @@ TEST_CASE("cuda backend: failures are one-line deltafin::Errors naming what fail
   CHECK(on.get(small) == std::vector<float>(16, 3.0f));
 }
 
-TEST_CASE("cuda backend: matmul and routed_experts rows are batch invariant across tiles and slabs", "[cuda]") {
+TEST_CASE("cuda backend: matmul and expert-op rows are batch invariant across tiles and slabs", "[cuda]") {
   auto b = cuda_or_skip();
   if (!b) return;
   Device on{*b, {}};
+  Scratch scratch(*b);
   std::mt19937 rng(25);
   // 1120 columns: slabs of every format's chunks end part-way; 37 columns (not MXFP4): rows that
   // are not 16-byte aligned, read element by element.
@@ -304,7 +309,7 @@ TEST_CASE("cuda backend: matmul and routed_experts rows are batch invariant acro
       CHECK(same_bits(all, one_by_one));
       CHECK(nmse(all, ref) < 1e-10);
     }
-  // routed_experts: 16 rows over 5 experts, against each row alone.
+  // The expert op: 16 rows over 5 experts, against each row alone.
   for (WeightFormat f : {WeightFormat::BF16, WeightFormat::MXFP4}) {
     CAPTURE(test::format_name(f));
     const int64_t n = 16, k = 2, in = 256, width = 96;
@@ -323,13 +328,13 @@ TEST_CASE("cuda backend: matmul and routed_experts rows are batch invariant acro
     const auto x = random_floats(n * in, rng);
     const Tensor tx = on.tensor(n, in, x), tids = on.tensor(n, k, ids.data(), Elem::I32), tw = on.tensor(n, k, weights);
     const Tensor out = on.tensor(n, in);
-    b->routed_experts(tx, tids, tw, all_experts, source, width, GatedActivation{}, out);
+    run_experts(*b, scratch, source, tx, tids, tw, all_experts, width, GatedActivation{}, out);
     const std::vector<float> all = on.get(out);
     std::vector<float> one_by_one;
     for (int64_t t = 0; t < n; ++t) {
       const std::vector<int32_t> mine = {ids[t * k], ids[t * k + 1]};
       const Tensor o = on.tensor(1, in);
-      b->routed_experts(tx.row_range(t, 1), tids.row_range(t, 1), tw.row_range(t, 1), mine, source, width, GatedActivation{}, o);
+      run_experts(*b, scratch, source, tx.row_range(t, 1), tids.row_range(t, 1), tw.row_range(t, 1), mine, width, GatedActivation{}, o);
       const auto row = on.get(o);
       one_by_one.insert(one_by_one.end(), row.begin(), row.end());
     }
@@ -354,6 +359,7 @@ TEST_CASE("cuda backend: MXFP4 experts are as close to the exact sums as the CPU
   auto b = cuda_or_skip();
   if (!b) return;
   Device on{*b, {}};
+  Scratch scratch(*b);
   std::mt19937 rng(41);
   // 111 groups a row, 3 positions.
   const int64_t n = 3, k = 2, in = 3552, width = 192;
@@ -369,8 +375,7 @@ TEST_CASE("cuda backend: MXFP4 experts are as close to the exact sums as the CPU
   const std::vector<int32_t> chosen = {0, 1, 2};
   const Tensor out = on.tensor(n, in);
   CountedExperts source(on, host);
-  b->routed_experts(on.tensor(n, in, x), on.tensor(n, k, ids.data(), Elem::I32), on.tensor(n, k, weights), chosen, source,
-                    width, GatedActivation{}, out);
+  run_experts(*b, scratch, source, on.tensor(n, in, x), on.tensor(n, k, ids.data(), Elem::I32), on.tensor(n, k, weights), chosen, width, GatedActivation{}, out);
   const std::vector<float> got = on.get(out);
   // The definition in double (the activations rounded to float, as both backends hold them).
   std::vector<std::array<std::vector<float>, 3>> dense;
@@ -403,6 +408,7 @@ TEST_CASE("cuda backend: an MXFP4 NaN scale or a non-finite x gives non-finite s
   auto b = cuda_or_skip();
   if (!b) return;
   Device on{*b, {}};
+  Scratch scratch(*b);
   std::mt19937 rng(43);
   const int64_t in = 128, width = 64;
   for (const bool nan_scale : {true, false}) {
@@ -414,8 +420,7 @@ TEST_CASE("cuda backend: an MXFP4 NaN scale or a non-finite x gives non-finite s
     const std::vector<float> weights = {1.0f, 1.0f};
     const Tensor out = on.tensor(2, in);
     CountedExperts source(on, host);
-    b->routed_experts(on.tensor(2, in, x), on.tensor(2, 1, ids.data(), Elem::I32), on.tensor(2, 1, weights), chosen, source,
-                      width, GatedActivation{}, out);
+    run_experts(*b, scratch, source, on.tensor(2, in, x), on.tensor(2, 1, ids.data(), Elem::I32), on.tensor(2, 1, weights), chosen, width, GatedActivation{}, out);
     const std::vector<float> got = on.get(out);
     const std::vector<float> ref = experts_ref(host, x, ids, weights, 2, 1, in, width, GatedActivation{});
     CAPTURE(nan_scale);

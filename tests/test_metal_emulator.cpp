@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/scratch.hpp"
 #include "backend/backend_check.hpp"
 #include "backend_test_util.hpp"
 #include "cpu/k3_ops.hpp"
@@ -25,6 +26,7 @@
 #include "metal/emulated_kernels.hpp"
 #include "metal/emulated_metal.hpp"
 #include "metal/simt.hpp"
+#include "model/expert_driver.hpp"
 #include "random_weights.hpp"
 #include "test_util.hpp"
 
@@ -168,8 +170,8 @@ TEST_CASE("metal emulator: routed experts through a slot pool of three slots, od
     const auto x = test::random_floats(n * in, rng);
     const Tensor out = d.tensor(n, in);
     const GatedActivation act{GatedActivation::kSiLU};
-    backend->routed_experts(d.tensor(n, in, x), d.tensor(n, k, ids.data(), Elem::I32), d.tensor(n, k, weights), chosen, source,
-                            width, act, out);
+    Scratch scratch(*backend);
+    run_experts(*backend, scratch, source, d.tensor(n, in, x), d.tensor(n, k, ids.data(), Elem::I32), d.tensor(n, k, weights), chosen, width, act, out);
     CHECK(source.acquired == chosen);
     std::vector<float> ref(n * in, 0.0f), gate(width), up(width), y(in);
     for (int64_t t = 0; t < n; ++t)
@@ -222,8 +224,8 @@ TEST_CASE("metal emulator: the parity harness's ops dispatch every kernel of ker
   backend->gated(GatedActivation{GatedActivation::kSiLU}, x, y, y);
   SlotPoolExperts source(*backend, 2, 32, cols, WeightFormat::F16, 2, rng);
   const std::vector<int32_t> ids = {0, 1, 1, 0, 0, 1};
-  backend->routed_experts(x, d.tensor(n, 2, ids.data(), Elem::I32), d.tensor(n, 2, std::vector<float>(6, 0.5f)), std::vector<int32_t>{0, 1},
-                          source, 32, GatedActivation{GatedActivation::kSiLU}, d.tensor(n, cols));
+  Scratch scratch(*backend);
+  run_experts(*backend, scratch, source, x, d.tensor(n, 2, ids.data(), Elem::I32), d.tensor(n, 2, std::vector<float>(6, 0.5f)), std::vector<int32_t>{0, 1}, 32, GatedActivation{GatedActivation::kSiLU}, d.tensor(n, cols));
   backend->wait(backend->commit());
   for (const std::string& kernel : simt::emulated_kernel_names()) {
     CAPTURE(kernel);

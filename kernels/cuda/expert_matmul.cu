@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kThreads) expert_matmul_kernel(const ExpertBat
   const int b = blockIdx.y, lane = threadIdx.x & 31;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
   if (row0 >= a.rows) return;  // whole warps; the kernel has no block-wide synchronisation
-  const int64_t e = a.first + b, chunks = a.cols / E;
+  const int64_t e = a.index[b], chunks = a.cols / E;
   const int32_t count = a.counts[e];
   const int32_t* list = a.lists + e * a.list_stride;
   WMat w[NW];

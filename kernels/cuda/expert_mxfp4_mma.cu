@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) mxfp4_mma_kernel(const ExpertB
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp) * kTileRows;
   if (row0 >= a.rows) return;  // whole warps; nothing here synchronises the block
   const int b = blockIdx.y;
-  const int64_t e = a.first + b, groups = a.cols / 32, row_bytes = a.cols / 2;
+  const int64_t e = a.index[b], groups = a.cols / 32, row_bytes = a.cols / 2;
   const int32_t count = a.counts[e];
   if (count == 0) return;
   const int32_t* list = a.lists + e * a.list_stride;

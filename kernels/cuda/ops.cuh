@@ -32,7 +32,7 @@ cudaError_t launch_matmul(const MatmulArgs& a, cudaStream_t stream);
 
 // --- expert_matmul.cu ---------------------------------------------------------------------
 // One projection (nw = 1: down) or two (nw = 2: gate and up, activated) of a batch of experts,
-// each weight [rows, cols] in `format`: for batch entry b (union index first + b) and each slot of
+// each weight [rows, cols] in `format`: for batch entry b (union index index[b]) and each slot of
 // its list (lists [union, list_stride], counts [union], on the device), out[slot or slot / k] =
 // x[slot or slot / k] . W^T. most_slots bounds every count (n). Weights must satisfy
 // expert_matmul_supported() (whole 16-byte chunks, aligned rows); x rows 16-byte aligned.
@@ -45,7 +45,8 @@ struct ExpertBatchArgs {
   const uint8_t* scales[kExpertBatch][2] = {};
   const int32_t* lists = nullptr;
   const int32_t* counts = nullptr;
-  int64_t first = 0, list_stride = 0, k = 1, most_slots = 1;
+  int32_t index[kExpertBatch] = {};  // each entry's row of lists and counts
+  int64_t list_stride = 0, k = 1, most_slots = 1;
   FMat in, out;
   bool in_by_slot = false, out_by_slot = false;
   GatedActivation act;

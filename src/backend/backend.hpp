@@ -17,12 +17,13 @@
 // enqueued before it. The CPU backend runs each op when it is
 // enqueued, so its fences have passed by the time commit() returns.
 //
-// Experts. routed_experts() takes the union of a pass's chosen experts and an ExpertSource; the
-// backend acquires them as their reads land (acquire_next: any resident one of those left, so
-// compute overlaps the reads still in flight; a backend may instead acquire in ascending order)
-// and keeps each pin until the commands that read that expert have completed: a slot is never
-// reused under a running kernel. Whatever the order they run in, the weighted sum per position
-// is taken in ascending expert order.
+// Experts. The routed-experts op is three stateless ops that model/expert_driver.hpp runs for
+// every backend: expert_slots (each expert's slot list from the routing), expert_ffn (a batch of
+// resident experts over their slots, outputs by slot) and expert_combine (each row's outputs
+// summed in ascending expert order). The driver acquires experts as their reads land and hands
+// each pin to hold_until() with the fence after the commands that read it: a slot is never
+// reused under a running kernel. Whatever order experts run in, the sum per row is taken in
+// ascending expert order by expert_combine alone.
 //
 // Exactness. Every op is batch-invariant: row t of an n-row call equals a one-row call on row t
 // (fixed reduction order; work split over rows or heads, never inside a sum; nothing depends on
@@ -42,27 +43,11 @@
 
 namespace deltafin {
 
-// The routed experts of one MoE op.
-class ExpertSource {
- public:
-  struct Resident {
-    std::array<Weight, 3> proj;       // gate [width, in], up [width, in], down [in, width]
-    std::shared_ptr<const void> pin;  // held by the backend until its reads have completed
-  };
-  virtual ~ExpertSource() = default;
-  // Blocks until `expert` is resident; throws when its read failed.
-  virtual Resident acquire(int32_t expert) = 0;
-  // Blocks until one of `pending` (experts not yet acquired, ascending) is resident and returns
-  // its index in `pending`, the expert in `out`: the first resident one in the list, so the
-  // experts run in the order their reads land. Throws when that one's read failed. The default
-  // is ascending order: index 0.
-  virtual size_t acquire_next(std::span<const int32_t> pending, Resident& out) {
-    out = acquire(pending.front());
-    return 0;
-  }
-  // How many experts can be resident at once. A backend that holds pins past an expert's own
-  // kernels holds at most capacity() - 1, so that the next expert can always be read.
-  virtual int64_t capacity() const = 0;
+// One resident expert of an expert_ffn batch: its projections, gate [width, in], up [width, in]
+// and down [in, width], and its row of the slot lists (its place in the pass's union).
+struct ResidentExpert {
+  std::array<Weight, 3> proj;
+  int64_t list = 0;
 };
 
 // Tensors of one Kimi Delta Attention layer over n tokens (kda()). ch = heads * head_dim.
@@ -186,15 +171,26 @@ class Backend {
   // nullptr); ids [n, k] I32 ascending per row, weights [n, k].
   virtual void route(const RouterSpec& spec, const Tensor& logits, const Tensor& bias, const Tensor& ids,
                      const Tensor& weights) = 0;
-  // out [n, in] = per row, the sum in ascending expert order of weight * down(act(gate x, up x))
-  // over the row's experts (ids, weights as route() writes them); `experts` is the union of ids,
-  // ascending; width the experts' inner size. The CPU runs each expert as its read lands
-  // (acquire_next) into its own partial and adds the partials in ascending order.
-  virtual void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
-                              ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) = 0;
+  // The slot lists of a pass's experts: for each expert e of `experts` [count, 1] I32 (the union
+  // of ids [n, k], ascending), lists [count, n] I32 holds in row e the counts[e] slots t * k + j
+  // with ids[t, j] == experts[e], t ascending; counts [count, 1] I32.
+  virtual void expert_slots(const Tensor& ids, const Tensor& experts, const Tensor& lists, const Tensor& counts) = 0;
+  // A batch of resident experts (at most expert_batch()): for each, over the slots of its row of
+  // lists (t * k + j: x row t), y[slot] = down(act(gate x[t], up x[t])). x [n, in], y [n k, in];
+  // slots of other experts untouched. hidden [n k, width] is the op's workspace (by slot).
+  virtual void expert_ffn(std::span<const ResidentExpert> batch, const Tensor& x, const Tensor& lists,
+                          const Tensor& counts, const GatedActivation& act, const Tensor& hidden, const Tensor& y) = 0;
+  // out [n, in] = per row t, from zero, weights[t, j] * y[t k + j] added in ascending order of
+  // ids[t, j] (ascending expert order, whatever order the experts ran in).
+  virtual void expert_combine(const Tensor& ids, const Tensor& weights, const Tensor& y, const Tensor& out) = 0;
+  // How many experts one expert_ffn call takes at most.
+  virtual int64_t expert_batch() const { return 1; }
+  // Keeps `pin` (an expert's slot) alive until `fence` has passed; it is let go at the latest in
+  // the wait() that sees that fence pass.
+  virtual void hold_until(Fence fence, std::shared_ptr<const void> pin) = 0;
 };
 
-// The CPU backend with `threads` workers (0: one per hardware thread).
+// The CPU backend with `threads` workers (0: one per CPU this process can use: util/cpus_available.hpp).
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 
 // The CUDA backend on `device`; throws deltafin::Error in one line when the build has no CUDA

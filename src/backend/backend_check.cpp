@@ -131,19 +131,6 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f
   return v;
 }
 
-// Experts held on one backend.
-class HeldExperts final : public ExpertSource {
- public:
-  HeldExperts(On& on, const std::vector<std::array<HostWeight, 3>>& host) {
-    for (const auto& e : host) weights_.push_back({on.weight(e[0]), on.weight(e[1]), on.weight(e[2])});
-  }
-  Resident acquire(int32_t expert) override { return {weights_.at(expert), std::make_shared<int>(expert)}; }
-  int64_t capacity() const override { return static_cast<int64_t>(weights_.size()); }
-
- private:
-  std::vector<std::array<Weight, 3>> weights_;
-};
-
 }  // namespace
 
 std::vector<OpCheck> check_ops(Backend& device, Backend& reference) {
@@ -247,20 +234,33 @@ std::vector<OpCheck> check_ops(Backend& device, Backend& reference) {
     for (int32_t id : chosen) result.push_back(float(id));  // a different id shows as a large error
     return result;
   });
+  // The three expert ops as the driver runs them (model/expert_driver.hpp): the slot lists, each
+  // expert over its slots, the ascending combine; the lists and counts go into the result too.
   for (WeightFormat f : {WeightFormat::BF16, WeightFormat::MXFP4, WeightFormat::INT4_G32})
-    both(std::string("routed_experts ") + weight_format_name(f), 4e-10, [&](On& on, std::mt19937& g) {
+    both(std::string("expert ops ") + weight_format_name(f), 4e-10, [&](On& on, std::mt19937& g) {
       const int64_t rows = 4, k = 2, in = 64, width = 32;
-      std::vector<std::array<HostWeight, 3>> host;
-      for (int e = 0; e < 6; ++e)
-        host.push_back({random_weight(f, width, in, g), random_weight(f, width, in, g), random_weight(f, in, width, g)});
-      HeldExperts source(on, host);
       const std::vector<int32_t> ids = {0, 3, 3, 5, 0, 1, 2, 3}, chosen = {0, 1, 2, 3, 5};
       const std::vector<float> weights = {0.7f, 0.3f, 1.5f, -0.5f, 0.25f, 0.75f, 1.0f, 2.0f};
-      const Tensor out = on.tensor(rows, in);
-      on.backend.routed_experts(on.tensor(rows, in, random_floats(rows * in, g)), on.tensor(rows, k, ids.data(), Elem::I32),
-                                on.tensor(rows, k, weights), chosen, source, width, GatedActivation{GatedActivation::kSiTU, 4.0f, 25.0f},
-                                out);
-      return on.get(out);
+      const int64_t count = static_cast<int64_t>(chosen.size());
+      const Tensor id_t = on.tensor(rows, k, ids.data(), Elem::I32), x = on.tensor(rows, in, random_floats(rows * in, g));
+      const Tensor lists = on.tensor(count, rows, nullptr, Elem::I32), counts = on.tensor(count, 1, nullptr, Elem::I32);
+      const Tensor hidden = on.tensor(rows * k, width), y = on.tensor(rows * k, in), out = on.tensor(rows, in);
+      on.backend.expert_slots(id_t, on.tensor(count, 1, chosen.data(), Elem::I32), lists, counts);
+      for (int64_t e = 0; e < count; ++e) {
+        const std::array<HostWeight, 3> host = {random_weight(f, width, in, g), random_weight(f, width, in, g),
+                                                random_weight(f, in, width, g)};
+        const ResidentExpert expert{{on.weight(host[0]), on.weight(host[1]), on.weight(host[2])}, e};
+        on.backend.expert_ffn(std::span(&expert, 1), x, lists, counts, GatedActivation{GatedActivation::kSiTU, 4.0f, 25.0f},
+                              hidden, y);
+      }
+      on.backend.expert_combine(id_t, on.tensor(rows, k, weights), y, out);
+      std::vector<float> result = on.get(out);
+      std::vector<int32_t> slots(count * rows), used(count);
+      on.backend.download(lists, slots.data());
+      on.backend.download(counts, used.data());
+      for (int64_t e = 0; e < count; ++e)
+        for (int32_t i = 0; i < used[e]; ++i) result.push_back(float(slots[e * rows + i]));  // a wrong slot: a large error
+      return result;
     });
   return checks;
 }

@@ -5,8 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
-#include <thread>
+#include <numeric>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -19,6 +18,7 @@
 #include "cpu/thread_pool.hpp"
 #include "cpu/vec_ops.hpp"
 #include "io/aligned_buffer.hpp"
+#include "util/cpus_available.hpp"
 #include "util/error.hpp"
 
 namespace deltafin {
@@ -39,7 +39,7 @@ float* row(const Tensor& t, int64_t r) { return t.f32() + r * t.stride; }
 // An op of fewer multiply-adds than this runs on the calling thread alone: handing it out costs
 // more than it saves, and on a busy machine a worker may be descheduled while it holds a chunk
 // (k3-public-bench/results/busy-machine.md).
-constexpr int64_t kMinParallelWork = int64_t{1} << 18;
+constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 
 class CpuBackend final : public Backend {
  public:
@@ -47,7 +47,7 @@ class CpuBackend final : public Backend {
 
   const char* name() const override { return "cpu"; }
   std::string describe() const override {
-    return fmt::format("cpu ({}, {} threads)", cpu::simd_current(), pool_.size());
+    return fmt::format("cpu ({}, {} thread{})", cpu::simd_current(), pool_.size(), pool_.size() == 1 ? "" : "s");
   }
   int threads() const override { return pool_.size(); }
 
@@ -171,52 +171,54 @@ class CpuBackend final : public Backend {
       cpu::route_token(spec, row(logits, t), bias.buffer ? bias.f32() : nullptr, ids.i32() + t * ids.stride, row(weights, t));
   }
 
-  // Each expert runs as its read lands (acquire_next) into its own partial y [uses, in]; the
-  // partials are added to `out` in ascending expert order as soon as every lower expert's is
-  // there, so the sum per row is the same whatever order the reads arrive in.
-  void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
-                      ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) override {
-    const int64_t in = x.cols, k = ids.cols;
-    std::map<int32_t, std::vector<std::pair<int64_t, float>>> users;  // expert -> (row, weight), rows ascending
-    for (int64_t t = 0; t < x.rows; ++t)
-      for (int64_t j = 0; j < k; ++j) users[ids.i32()[t * ids.stride + j]].push_back({t, row(weights, t)[j]});
-    if (users.size() != experts.size()) fail("routed_experts: the expert list does not match the ids");
-    fill(out, 0.0f);
-    const size_t count = experts.size();
-    std::vector<int32_t> pending(experts.begin(), experts.end());  // not yet run, ascending
-    std::vector<size_t> slot(count);                               // pending[i] is experts[slot[i]]
-    for (size_t i = 0; i < count; ++i) slot[i] = i;
-    std::vector<std::vector<float>> partial(count);  // y of experts that ran, until summed
-    std::vector<bool> ran(count, false);
-    size_t summed = 0;  // experts [0, summed) are in `out`
-    std::vector<float> xs, gate, up;
-    while (!pending.empty()) {
-      ExpertSource::Resident w;
-      const size_t i = source.acquire_next(pending, w);  // pinned until this expert has run
-      const size_t e = slot[i];
-      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-      slot.erase(slot.begin() + static_cast<std::ptrdiff_t>(i));
-      const auto& uses = users.at(experts[e]);
-      const int64_t m = static_cast<int64_t>(uses.size());
-      xs.resize(m * in), gate.resize(m * width), up.resize(m * width);
-      std::vector<float>& y = partial[e];
-      y.resize(m * in);
-      for (int64_t r = 0; r < m; ++r) std::copy_n(row(x, uses[r].first), in, xs.data() + r * in);
-      matmul_rows(w.proj[0].host_view(), xs.data(), in, m, gate.data(), width);
-      matmul_rows(w.proj[1].host_view(), xs.data(), in, m, up.data(), width);
-      if (act.kind == GatedActivation::kSiLU) cpu::silu_mul(gate.data(), up.data(), m * width);
-      else cpu::situ_mul(gate.data(), up.data(), m * width, act.beta, act.linear_beta);
-      matmul_rows(w.proj[2].host_view(), gate.data(), width, m, y.data(), in);
-      w.pin.reset();  // the slot may take another read while the sum waits
-      ran[e] = true;
-      for (; summed < count && ran[summed]; ++summed) {
-        const auto& done = users.at(experts[summed]);
-        for (size_t r = 0; r < done.size(); ++r)
-          cpu::axpy(done[r].second, partial[summed].data() + r * in, row(out, done[r].first), in);
-        std::vector<float>().swap(partial[summed]);
+  void expert_slots(const Tensor& ids, const Tensor& experts, const Tensor& lists, const Tensor& counts) override {
+    const int64_t n = ids.rows, k = ids.cols, count = experts.rows;
+    const int32_t* union_ids = experts.i32();
+    for (int64_t e = 0; e < count; ++e) counts.i32()[e * counts.stride] = 0;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t id = ids.i32()[t * ids.stride + j];
+        const int32_t* at = std::lower_bound(union_ids, union_ids + count, id);
+        if (at == union_ids + count || *at != id) fail("expert_slots: expert {} of row {} is not in the union", id, t);
+        const int64_t e = at - union_ids;
+        int32_t& used = counts.i32()[e * counts.stride];
+        lists.i32()[e * lists.stride + used++] = static_cast<int32_t>(t * k + j);
       }
+  }
+
+  // Per expert: x's rows of its slots gathered, gate and up, the activation, down, and the rows
+  // scattered to y by slot (hidden is not needed: the activations stay in gate_).
+  void expert_ffn(std::span<const ResidentExpert> batch, const Tensor& x, const Tensor& lists, const Tensor& counts,
+                  const GatedActivation& act, const Tensor& hidden, const Tensor& y) override {
+    const int64_t in = x.cols, width = hidden.cols, k = x.rows > 0 ? y.rows / x.rows : 1;
+    for (const ResidentExpert& e : batch) {
+      const int32_t* slots = lists.i32() + e.list * lists.stride;
+      const int64_t m = counts.i32()[e.list * counts.stride];
+      xs_.resize(m * in), gate_.resize(m * width), up_.resize(m * width), ys_.resize(m * in);
+      for (int64_t r = 0; r < m; ++r) std::copy_n(row(x, slots[r] / k), in, xs_.data() + r * in);
+      matmul_rows(e.proj[0].host_view(), xs_.data(), in, m, gate_.data(), width);
+      matmul_rows(e.proj[1].host_view(), xs_.data(), in, m, up_.data(), width);
+      if (act.kind == GatedActivation::kSiLU) cpu::silu_mul(gate_.data(), up_.data(), m * width);
+      else cpu::situ_mul(gate_.data(), up_.data(), m * width, act.beta, act.linear_beta);
+      matmul_rows(e.proj[2].host_view(), gate_.data(), width, m, ys_.data(), in);
+      for (int64_t r = 0; r < m; ++r) std::copy_n(ys_.data() + r * in, in, row(y, slots[r]));
     }
   }
+
+  void expert_combine(const Tensor& ids, const Tensor& weights, const Tensor& y, const Tensor& out) override {
+    const int64_t k = ids.cols;
+    std::vector<int64_t> order(k);
+    for (int64_t t = 0; t < out.rows; ++t) {
+      const int32_t* chosen = ids.i32() + t * ids.stride;
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return chosen[a] < chosen[b]; });
+      std::fill_n(row(out, t), out.cols, 0.0f);
+      for (int64_t j : order) cpu::axpy(row(weights, t)[j], row(y, t * k + j), row(out, t), out.cols);
+    }
+  }
+
+  // Every op has run when it returns: the pin's fence has passed.
+  void hold_until(Fence, std::shared_ptr<const void>) override {}
 
  private:
   // y [n, w.rows] = x [n, w.cols] . W^T, rows x_stride and y_stride floats apart. Output rows
@@ -241,12 +243,13 @@ class CpuBackend final : public Backend {
 
   cpu::ThreadPool pool_;
   Fence fence_ = 0;
+  std::vector<float> xs_, gate_, up_, ys_;  // expert_ffn's gathered rows and results, reused
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = cpus_available();
   return std::make_unique<CpuBackend>(threads);
 }
 

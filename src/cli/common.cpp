@@ -79,7 +79,7 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option_function<double>(
       "--cache-gb", [&options](double gb) { options.cache_gb = gb, options.cache_gb_given = true; },
       "The routed-expert share of --memory-gb, in GB (default: what the budget leaves once the spine is placed)");
-  app.add_option("--threads", options.threads, "Worker threads (0: one per hardware thread)")->capture_default_str();
+  app.add_option("--threads", options.threads, "Worker threads (0: one per CPU this process may use: its affinity mask and CPU quota)")->capture_default_str();
   app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();
   app.add_option("--backend", options.backend, "What runs the model: cpu, cuda, metal, or auto (CUDA or Metal when a device is present)")
       ->capture_default_str();

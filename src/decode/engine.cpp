@@ -166,7 +166,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
     fail("--memory-gb must be a number of GB > 0 (got {})", options.memory_gb);
   if (!(options.device_memory_gb >= 0 && options.device_memory_gb <= 1e9))
     fail("--device-memory-gb must be a number of GB > 0 (got {})", options.device_memory_gb);
-  if (options.threads < 0) fail("--threads must be >= 0 (0: one per hardware thread; got {})", options.threads);
+  if (options.threads < 0) fail("--threads must be >= 0 (0: one per CPU this process may use; got {})", options.threads);
   // Past a few threads per core they only take turns (and each holds a stack): a typo, not a plan.
   const int most_threads = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (options.threads > most_threads)

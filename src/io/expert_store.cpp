@@ -253,7 +253,7 @@ ExpertHandle ExpertStore::acquire(int64_t layer, int64_t expert) {
   return acquire_next(layer, std::span(&one, 1)).second;
 }
 
-std::pair<size_t, ExpertHandle> ExpertStore::acquire_next(int64_t layer, std::span<const int32_t> pending) {
+std::pair<size_t, ExpertHandle> ExpertStore::acquire_next(int64_t layer, std::span<const int32_t> pending, bool wait) {
   std::unique_lock lock(mutex_);
   std::vector<int32_t> unrequested;  // never requested, or a failed guess nobody asked for
   for (int32_t expert : pending) {
@@ -274,6 +274,7 @@ std::pair<size_t, ExpertHandle> ExpertStore::acquire_next(int64_t layer, std::sp
     }
     if (found < pending.size()) break;
     issue_queued();
+    if (!wait) return {pending.size(), nullptr};
     if (reads_in_flight_ == 0)  // every one still queued and nothing will free room: never hang
       fail("the expert budget ({}) is held by experts in use; raise --cache-gb", human_bytes(budget_));
     changed_.wait(lock);

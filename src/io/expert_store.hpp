@@ -85,8 +85,9 @@ class ExpertStore {
   void prefetch(int64_t layer, std::span<const int32_t> experts, uint64_t byte_cap);
   ExpertHandle acquire(int64_t layer, int64_t expert);
   // Waits until one of `pending` (ascending) is in memory and pins it: its index in `pending`
-  // (the first one in memory) and its handle. Throws when that one's read failed.
-  std::pair<size_t, ExpertHandle> acquire_next(int64_t layer, std::span<const int32_t> pending);
+  // (the first one in memory) and its handle. Throws when that one's read failed. Without
+  // `wait`, returns {pending.size(), nullptr} at once when none is in memory.
+  std::pair<size_t, ExpertHandle> acquire_next(int64_t layer, std::span<const int32_t> pending, bool wait = true);
   void demote(int64_t layer, std::span<const int32_t> experts);
   // The positions >= `position` of the last pass were rejected: experts no earlier position of that
   // pass chose go to the cold end.

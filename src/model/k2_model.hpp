@@ -70,6 +70,7 @@ class K2Model {
   const ModelConfig& config_;
   Backend& backend_;
   ExpertStore& experts_;
+  LocalExperts local_experts_;  // the store's experts on backend_
   Scratch scratch_;
   SpineVector inv_freq_;  // RoPE [1, rope / 2]
   MlaSpec mla_;

@@ -72,7 +72,7 @@ void K3Model::load_moe(SpineLoader& load, const std::string& p, Moe& w) {
 
 K3Model::K3Model(const WeightIndex& index, const K3Config& config, Backend& backend, ExpertStore& experts,
                  SpineStream* stream)
-    : config_(config), backend_(backend), experts_(experts), scratch_(backend), stream_(stream) {
+    : config_(config), backend_(backend), experts_(experts), local_experts_(backend, experts), scratch_(backend), stream_(stream) {
   const K3Config& c = config_;
   const int64_t h = c.hidden_size, qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
   SpineLoader load(backend, index, stream);
@@ -173,11 +173,11 @@ void K3Model::moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& o
   // The next layer's router guesses only when it is resident (a streamed one is still being read).
   const bool next_moe = layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe && !(stream_ && stream_->streamed(layer + 2));
   const RouterWeights next = next_moe ? router(layer + 1) : RouterWeights{};
-  const Routing routing = route_and_request(backend_, scratch_, experts_, router_spec_, router(layer), layer, x, start, stats_,
+  const Routing routing = route_and_request(backend_, scratch_, local_experts_, experts_, router_spec_, router(layer), layer, x, start, stats_,
                                             lookahead_, next_moe ? &next : nullptr);
   backend_.matmul(w.down_latent.weight, x, z);
   if (c.num_shared_experts > 0) run_mlp(backend_, scratch_, w.shared, situ_, x, out);  // while the routed experts are read
-  run_routed(backend_, experts_, routing, z, c.moe_intermediate_size, situ_, routed);
+  run_routed(backend_, scratch_, local_experts_, routing, z, c.moe_intermediate_size, situ_, routed);
   if (c.latent_norm) backend_.rmsnorm(routed, w.latent_norm.tensor, c.rms_norm_eps, routed);
   backend_.matmul(w.up_latent.weight, routed, up);
   if (c.num_shared_experts > 0) backend_.add(up, out, out);

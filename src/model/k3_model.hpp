@@ -106,6 +106,7 @@ class K3Model {
   const K3Config& config_;
   Backend& backend_;
   ExpertStore& experts_;
+  LocalExperts local_experts_;  // the store's experts on backend_
   Scratch scratch_;
   MlaSpec mla_;
   RouterSpec router_spec_;

@@ -1,4 +1,4 @@
-// route_and_request / run_routed (see routed_experts.hpp).
+// LocalExperts, route_and_request and run_routed (see routed_experts.hpp).
 #include "model/routed_experts.hpp"
 
 #include <algorithm>
@@ -20,9 +20,9 @@ class StoreSource final : public ExpertSource {
   StoreSource(ExpertStore& store, int64_t layer) : store_(store), layer_(layer) {}
 
   Resident acquire(int32_t expert) override { return resident(store_.acquire(layer_, expert)); }
-  size_t acquire_next(std::span<const int32_t> pending, Resident& out) override {
-    auto [index, handle] = store_.acquire_next(layer_, pending);
-    out = resident(std::move(handle));
+  size_t acquire_next(std::span<const int32_t> pending, Resident& out, bool wait) override {
+    auto [index, handle] = store_.acquire_next(layer_, pending, wait);
+    if (handle) out = resident(std::move(handle));
     return index;
   }
   int64_t capacity() const override { return store_.slot_count(); }
@@ -48,7 +48,17 @@ class StoreSource final : public ExpertSource {
 
 }  // namespace
 
-Routing route_and_request(Backend& backend, Scratch& scratch, ExpertStore& store, const RouterSpec& spec,
+void LocalExperts::request(int64_t layer, std::span<const int32_t> experts, std::span<const int64_t> first_positions) {
+  store_.request(layer, experts, first_positions);
+}
+
+void LocalExperts::run(int64_t layer, std::span<const int32_t> experts, const ExpertWork& work) {
+  StoreSource source(store_, layer);
+  drive_experts(backend_, source, experts, work);
+}
+
+Routing route_and_request(Backend& backend, Scratch& scratch, ExpertProducer& producer, ExpertStore& store,
+                          const RouterSpec& spec,
                           const RouterWeights& router, int64_t layer, const Tensor& x, int64_t start, PassStats& stats,
                           Lookahead& lookahead, const RouterWeights* next) {
   const int64_t n = x.rows, k = spec.top_k;
@@ -70,7 +80,7 @@ Routing route_and_request(Backend& backend, Scratch& scratch, ExpertStore& store
   }
   stats.expert_selections += n * k;
   stats.expert_runs += r.experts.size();
-  store.request(layer, r.experts, first);
+  producer.request(layer, r.experts, first);
   if (next && lookahead.active()) {
     const Tensor ids = scratch.take(n, k, Elem::I32), weights = scratch.take(n, k);
     backend.matmul(*next->gate, x, logits);
@@ -82,10 +92,13 @@ Routing route_and_request(Backend& backend, Scratch& scratch, ExpertStore& store
   return r;
 }
 
-void run_routed(Backend& backend, ExpertStore& store, const Routing& routing, const Tensor& x, int64_t width,
-                const GatedActivation& act, const Tensor& out) {
-  StoreSource source(store, routing.layer);
-  backend.routed_experts(x, routing.ids, routing.weights, routing.experts, source, width, act, out);
+void run_routed(Backend& backend, Scratch& scratch, ExpertProducer& producer, const Routing& routing, const Tensor& x,
+                int64_t width, const GatedActivation& act, const Tensor& out) {
+  const Scratch::Mark frame = scratch.mark();
+  const ExpertWork work = prepare_experts(backend, scratch, x, routing.ids, routing.experts, width, act);
+  producer.run(routing.layer, routing.experts, work);
+  backend.expert_combine(routing.ids, routing.weights, work.y, out);
+  scratch.release(frame);
 }
 
 }  // namespace deltafin

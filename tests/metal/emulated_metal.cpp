@@ -48,6 +48,7 @@ class EmulatedMetal final : public metal::MetalOps {
     return ++fence_;
   }
   void wait(Fence) override {}
+  void hold_until(Fence, std::shared_ptr<const void>) override {}  // commit() has finished the work
 
  protected:
   void dispatch(const metal::Dispatch& d) override {
@@ -62,22 +63,14 @@ class EmulatedMetal final : public metal::MetalOps {
   }
   void submit() override {}
   // The work has completed when dispatch() returns; what hold() keeps is let go at the next
-  // finish() (a download, an upload, a commit, or routed_experts running out of slots), as a
-  // device would let it go once its command buffer has completed.
-  void finish() override {
-    held_.clear();
-    pins_ = 0;
-  }
-  void hold(std::shared_ptr<const void> what, bool pin) override {
-    held_.push_back(std::move(what));
-    pins_ += pin;
-  }
-  int64_t pins_held() override { return pins_; }
+  // finish() (a download, an upload or a commit), as a device would let it go once its command
+  // buffer has completed.
+  void finish() override { held_.clear(); }
+  void hold(std::shared_ptr<const void> what) override { held_.push_back(std::move(what)); }
 
  private:
   Fence fence_ = 0;
   std::vector<std::shared_ptr<const void>> held_;
-  int64_t pins_ = 0;
 };
 
 }  // namespace

@@ -7,17 +7,12 @@
 // Experts. The slot pool is device memory: the VRAM expert cache, as large as --cache-gb. The
 // expert store reads each record into one of its pinned host staging slots (allocate_host) and,
 // on the reader's thread, upload_slot() copies it into its slot on the copy stream and waits for
-// that copy; only then is the expert resident, so a kernel enqueued after acquire() returns
-// reads a complete record, while the compute stream keeps running what was enqueued before (the
-// copies of a layer's misses overlap the kernels of the experts that already arrived; the host's
-// ordering stands in for an event between the two streams). routed_experts() acquires the
-// union's experts in ascending order and runs two launches per expert (gate and up with the
-// activation, then down) on the rows that chose it. The pins ride on the fence recorded after
-// the op and are released once it has passed; as the source can hold only capacity() experts at
-// once, at most capacity() - 1 pins are held when the next expert is acquired (beyond that, the
-// oldest expert's kernels are waited for, by a fence recorded after them, and its pin let go).
-// Unlike the CPU backend, routed_experts() cannot check that the union matches the ids without
-// a synchronisation: the caller derives it from them.
+// that copy; only then is the expert resident, so a kernel enqueued after it was acquired reads
+// a complete record, while the compute stream keeps running what was enqueued before (the copies
+// of a layer's misses overlap the kernels of the experts that already arrived; the host's
+// ordering stands in for an event between the two streams). expert_ffn() takes up to
+// kExpertBatch experts, two launches for all of them; the pins the driver hands to hold_until()
+// ride on the fence after those launches and are released once it has passed (fence_queue.hpp).
 #include <algorithm>
 #include <chrono>
 #include <array>
@@ -354,143 +349,116 @@ class CudaBackend final : public Backend {
           "route kernel");
   }
 
-  void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
-                      ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) override {
-    const int64_t n = x.rows, in = x.cols, k = ids.cols, count = static_cast<int64_t>(experts.size());
-    if (ids.rows != n || weights.rows != n || weights.cols != k || out.rows != n || out.cols != in || k > 64)
-      fail("cuda backend: routed_experts of x [{}, {}] into [{}, {}] with ids [{}, {}] and weights [{}, {}]", n, in, out.rows,
-           out.cols, ids.rows, ids.cols, weights.rows, weights.cols);
-    if (count == 0 && n > 0 && k > 0) fail("cuda backend: routed_experts: {} rows chose experts, but the list is empty", n);
-    for (int64_t i = 1; i < count; ++i)
-      if (experts[i] <= experts[i - 1]) fail("cuda backend: routed_experts: the expert list is not ascending and unique");
-    fences_->poll();
-    if (n == 0) return;
-    // Workspace: per slot (t, j) the activation [width] and the expert's output [in]; per expert
-    // its slot list [n] and count; the union itself.
-    const uint64_t hidden_bytes = align256(4 * n * k * width), y_bytes = align256(4 * n * k * in);
-    const uint64_t list_bytes = align256(4 * count * n), count_bytes = align256(4 * count);
-    std::byte* base = workspace(hidden_bytes + y_bytes + list_bytes + 2 * count_bytes);
-    float* hidden = reinterpret_cast<float*>(base);
-    float* y = reinterpret_cast<float*>(base + hidden_bytes);
-    int32_t* lists = reinterpret_cast<int32_t*>(base + hidden_bytes + y_bytes);
-    int32_t* counts = reinterpret_cast<int32_t*>(base + hidden_bytes + y_bytes + list_bytes);
-    int32_t* union_ids = reinterpret_cast<int32_t*>(base + hidden_bytes + y_bytes + list_bytes + count_bytes);
+  void expert_slots(const Tensor& ids, const Tensor& experts, const Tensor& lists, const Tensor& counts) override {
+    const int64_t n = ids.rows, count = experts.rows;
+    if (experts.cols != 1 || lists.rows != count || lists.cols != n || !lists.dense() || counts.rows != count ||
+        counts.cols != 1 || !counts.dense() || ids.cols > 64)
+      fail("cuda backend: expert_slots of ids [{}, {}] for {} experts into lists [{}, {}] and counts [{}, {}]", n, ids.cols,
+           count, lists.rows, lists.cols, counts.rows, counts.cols);
+    if (count == 0 || n == 0) return;
+    const auto timed = timer_->scope(cuda::OpTimer::kExpert);
+    check(cuda::launch_expert_slots(i32(ids, "expert_slots ids"), i32(experts, "expert_slots experts").p, count,
+                                    i32_out(lists, "expert_slots lists").p, i32_out(counts, "expert_slots counts").p, stream_),
+          "expert_slots kernel");
+  }
 
-    const cuda::IMat id = i32(ids, "routed_experts ids");
-    union_.assign(experts.begin(), experts.end());  // pageable: staged before cudaMemcpyAsync returns
-    if (count > 0)
-      check(cudaMemcpyAsync(union_ids, union_.data(), 4 * count, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (experts)");
-    {
-      const auto timed = timer_->scope(cuda::OpTimer::kExpert);
-      check(cuda::launch_expert_slots(id, union_ids, count, lists, counts, stream_), "expert_slots kernel");
-    }
-
-    // Pins held past their expert's kernels, oldest first, each with the fence after those kernels
-    // (recorded only where the source cannot hold the whole union at once).
-    const int64_t keep = std::max<int64_t>(source.capacity() - 1, 0);
-    const bool bounded = keep < count;
-    std::deque<std::pair<Fence, std::shared_ptr<const void>>> held;
-    auto release_all = [&] {  // onto one fence after everything enqueued
-      cuda::FenceQueue::Pins pins;
-      for (auto& [fence, pin] : held) pins.push_back(std::move(pin));
-      held.clear();
-      fences_->record(std::move(pins));
-    };
-    // Experts whose weights the batched kernel reads (expert_matmul.cu) wait in `batch` and run
-    // kExpertBatch at a time, two launches for all of them; others run alone (matmul.cu).
-    const cuda::FMat xs = f32(x, "routed_experts x");
+  // Experts whose weights the batched kernel reads (expert_matmul.cu) run in one pair of launches
+  // per run of the same formats; others alone, two launches each (matmul.cu).
+  void expert_ffn(std::span<const ResidentExpert> batch, const Tensor& x, const Tensor& lists, const Tensor& counts,
+                  const GatedActivation& act, const Tensor& hidden, const Tensor& y) override {
+    const int64_t n = x.rows, in = x.cols, width = hidden.cols, k = n > 0 ? y.rows / n : 1;
+    if (static_cast<int64_t>(batch.size()) > cuda::kExpertBatch || lists.cols != n || !lists.dense() ||
+        hidden.rows != n * k || !hidden.dense() || y.cols != in || y.rows != n * k || !y.dense() || k > 64)
+      fail("cuda backend: expert_ffn of {} experts over x [{}, {}] with lists [{}, {}], hidden [{}, {}], y [{}, {}]",
+           batch.size(), n, in, lists.rows, lists.cols, hidden.rows, hidden.cols, y.rows, y.cols);
+    if (batch.empty() || n == 0) return;
+    const auto timed = timer_->scope(cuda::OpTimer::kExpert);
+    const cuda::FMat xs = f32(x, "expert_ffn x");
+    float* h = f32(hidden, "expert_ffn hidden").p;
+    float* ys = f32(y, "expert_ffn y").p;
+    int32_t* list = i32_out(lists, "expert_ffn lists").p;
+    int32_t* count = i32_out(counts, "expert_ffn counts").p;
     const bool x_aligned = reinterpret_cast<uintptr_t>(xs.p) % 16 == 0 && xs.stride % 4 == 0;
     cuda::ExpertBatchArgs up_args, down_args;
-    up_args.nw = 2, up_args.rows = width, up_args.cols = in, up_args.lists = lists, up_args.counts = counts;
+    up_args.nw = 2, up_args.rows = width, up_args.cols = in, up_args.lists = list, up_args.counts = count;
     up_args.list_stride = n, up_args.k = k, up_args.most_slots = n, up_args.in = xs;
-    up_args.out = {hidden, n * k, width, width}, up_args.out_by_slot = true, up_args.act = act;
+    up_args.out = {h, n * k, width, width}, up_args.out_by_slot = true, up_args.act = act;
     down_args = up_args;
     down_args.nw = 1, down_args.rows = in, down_args.cols = width;
-    down_args.in = {hidden, n * k, width, width}, down_args.out = {y, n * k, in, in}, down_args.in_by_slot = true;
+    down_args.in = {h, n * k, width, width}, down_args.out = {ys, n * k, in, in}, down_args.in_by_slot = true;
     // MXFP4 runs on the tensor cores from digit planes (digit_planes.cu): x's once per call, the
-    // activations' after each batch's gate/up; in their own device buffer, taken at the first use.
+    // activations' after each run's gate/up; in their own device buffer, taken at the first use.
     int8_t *x_digits = nullptr, *h_digits = nullptr;
     float *x_factor = nullptr, *h_factor = nullptr;
-    auto flush = [&] {  // the waiting batch's launches; its pins get the fence after them
+    auto flush = [&] {  // the waiting run's launches
       if (up_args.batch == 0) return;
-      {
-        const auto timed = timer_->scope(cuda::OpTimer::kExpert);
-        const bool mxfp4 = up_args.format == WeightFormat::MXFP4 && down_args.format == WeightFormat::MXFP4;
-        if (mxfp4 && !x_digits) {
-          const uint64_t xd = align256(4 * n * in), xf = align256(4 * n), hd = align256(4 * n * k * width);
-          std::byte* d = scratch(digits_, xd + xf + hd + align256(4 * n * k), "digit planes");
-          x_digits = reinterpret_cast<int8_t*>(d), x_factor = reinterpret_cast<float*>(d + xd);
-          h_digits = reinterpret_cast<int8_t*>(d + xd + xf), h_factor = reinterpret_cast<float*>(d + xd + xf + hd);
-          check(cuda::launch_digit_planes(xs, x_digits, x_factor, stream_), "digit planes kernel (x)");
-        }
-        up_args.in_digits = mxfp4 ? x_digits : nullptr, up_args.in_factor = mxfp4 ? x_factor : nullptr;
-        down_args.in_digits = mxfp4 ? h_digits : nullptr, down_args.in_factor = mxfp4 ? h_factor : nullptr;
-        check(cuda::launch_expert_matmul(up_args, stream_), "expert gate/up kernel (batched)");
-        if (mxfp4) check(cuda::launch_digit_planes(down_args.in, h_digits, h_factor, stream_), "digit planes kernel (activations)");
-        down_args.batch = up_args.batch, down_args.first = up_args.first;
-        check(cuda::launch_expert_matmul(down_args, stream_), "expert down kernel (batched)");
+      const bool mxfp4 = up_args.format == WeightFormat::MXFP4 && down_args.format == WeightFormat::MXFP4;
+      if (mxfp4 && !x_digits) {
+        const uint64_t xd = align256(4 * n * in), xf = align256(4 * n), hd = align256(4 * n * k * width);
+        std::byte* d = scratch(digits_, xd + xf + hd + align256(4 * n * k), "digit planes");
+        x_digits = reinterpret_cast<int8_t*>(d), x_factor = reinterpret_cast<float*>(d + xd);
+        h_digits = reinterpret_cast<int8_t*>(d + xd + xf), h_factor = reinterpret_cast<float*>(d + xd + xf + hd);
+        check(cuda::launch_digit_planes(xs, x_digits, x_factor, stream_), "digit planes kernel (x)");
       }
-      if (bounded) {
-        const Fence f = fences_->record();
-        for (auto& [fence, pin] : held)
-          if (fence == 0) fence = f;
-      }
+      up_args.in_digits = mxfp4 ? x_digits : nullptr, up_args.in_factor = mxfp4 ? x_factor : nullptr;
+      down_args.in_digits = mxfp4 ? h_digits : nullptr, down_args.in_factor = mxfp4 ? h_factor : nullptr;
+      check(cuda::launch_expert_matmul(up_args, stream_), "expert gate/up kernel (batched)");
+      if (mxfp4) check(cuda::launch_digit_planes(down_args.in, h_digits, h_factor, stream_), "digit planes kernel (activations)");
+      down_args.batch = up_args.batch;
+      std::copy_n(up_args.index, up_args.batch, down_args.index);
+      check(cuda::launch_expert_matmul(down_args, stream_), "expert down kernel (batched)");
       up_args.batch = 0;
     };
-    try {
-      for (int64_t i = 0; i < count; ++i) {
-        while (static_cast<int64_t>(held.size()) > keep) {  // room for the next expert in the source
-          if (held.front().first == 0) flush();
-          fences_->wait(held.front().first);
-          held.pop_front();
-        }
-        ExpertSource::Resident r = source.acquire(experts[i]);  // blocks until resident
-        held.emplace_back(0, std::move(r.pin));
-        const Weight &gate = r.proj[0], &up = r.proj[1], &down = r.proj[2];
-        if (gate.rows != width || gate.cols != in || up.rows != width || up.cols != in || down.rows != in ||
-            down.cols != width || up.format != gate.format)
-          fail("cuda backend: expert {}: projections [{}, {}], [{}, {}], [{}, {}] for width {} and input {}", experts[i],
-               gate.rows, gate.cols, up.rows, up.cols, down.rows, down.cols, width, in);
-        const cuda::WMat wg = weight(gate, "expert gate"), wu = weight(up, "expert up"), wd = weight(down, "expert down");
-        if (x_aligned && cuda::expert_matmul_supported(wg) && cuda::expert_matmul_supported(wu) &&
-            cuda::expert_matmul_supported(wd)) {
-          if (up_args.batch > 0 && (up_args.format != wg.format || down_args.format != wd.format)) flush();
-          if (up_args.batch == 0) up_args.first = i, up_args.format = wg.format, down_args.format = wd.format;
-          const int b = up_args.batch++;
-          up_args.data[b][0] = wg.data, up_args.scales[b][0] = wg.scales;
-          up_args.data[b][1] = wu.data, up_args.scales[b][1] = wu.scales;
-          down_args.data[b][0] = wd.data, down_args.scales[b][0] = wd.scales;
-          if (up_args.batch == cuda::kExpertBatch) flush();
-          continue;
-        }
-        flush();
-        const auto timed = timer_->scope(cuda::OpTimer::kExpert);
-        cuda::MatmulArgs a;  // gate and up of the rows that chose the expert, activated, per slot
-        a.w[0] = wg, a.w[1] = wu, a.nw = 2;
-        a.in = xs;
-        a.out = {hidden, n * k, width, width};
-        a.n = n, a.slots = lists + i * n, a.count = counts + i, a.k = k;
-        a.out_by_slot = true;
-        a.act = act;
-        check(cuda::launch_matmul(a, stream_), "expert gate/up kernel");
-        cuda::MatmulArgs d = a;  // down, per slot
-        d.w[0] = wd, d.nw = 1;
-        d.in = {hidden, n * k, width, width};
-        d.out = {y, n * k, in, in};
-        d.in_by_slot = true;
-        check(cuda::launch_matmul(d, stream_), "expert down kernel");
-        if (bounded) held.back().first = fences_->record();
+    for (const ResidentExpert& e : batch) {
+      const cuda::WMat wg = weight(e.proj[0], "expert gate"), wu = weight(e.proj[1], "expert up");
+      const cuda::WMat wd = weight(e.proj[2], "expert down");
+      if (e.list < 0 || e.list >= lists.rows) fail("cuda backend: expert_ffn: list row {} of {}", e.list, lists.rows);
+      if (x_aligned && cuda::expert_matmul_supported(wg) && cuda::expert_matmul_supported(wu) &&
+          cuda::expert_matmul_supported(wd)) {
+        if (up_args.batch > 0 && (up_args.format != wg.format || down_args.format != wd.format)) flush();
+        if (up_args.batch == 0) up_args.format = wg.format, down_args.format = wd.format;
+        const int b = up_args.batch++;
+        up_args.index[b] = static_cast<int32_t>(e.list);
+        up_args.data[b][0] = wg.data, up_args.scales[b][0] = wg.scales;
+        up_args.data[b][1] = wu.data, up_args.scales[b][1] = wu.scales;
+        down_args.data[b][0] = wd.data, down_args.scales[b][0] = wd.scales;
+        continue;
       }
       flush();
-      const auto timed = timer_->scope(cuda::OpTimer::kExpert);
-      check(cuda::launch_expert_combine(id, f32(weights, "routed_experts weights"), y, f32(out, "routed_experts out"), stream_),
-            "expert_combine kernel");
-    } catch (...) {
-      release_all();  // the pins of the experts already enqueued outlive their kernels
-      throw;
+      cuda::MatmulArgs a;  // gate and up of the rows that chose the expert, activated, per slot
+      a.w[0] = wg, a.w[1] = wu, a.nw = 2;
+      a.in = xs;
+      a.out = {h, n * k, width, width};
+      a.n = n, a.slots = list + e.list * n, a.count = count + e.list, a.k = k;
+      a.out_by_slot = true;
+      a.act = act;
+      check(cuda::launch_matmul(a, stream_), "expert gate/up kernel");
+      cuda::MatmulArgs d = a;  // down, per slot
+      d.w[0] = wd, d.nw = 1;
+      d.in = {h, n * k, width, width};
+      d.out = {ys, n * k, in, in};
+      d.in_by_slot = true;
+      check(cuda::launch_matmul(d, stream_), "expert down kernel");
     }
-    release_all();
+    flush();
   }
+
+  void expert_combine(const Tensor& ids, const Tensor& weights, const Tensor& y, const Tensor& out) override {
+    const int64_t n = ids.rows, k = ids.cols;
+    if (weights.rows != n || weights.cols != k || out.rows != n || y.rows != n * k || y.cols != out.cols || !y.dense() ||
+        k > 64)
+      fail("cuda backend: expert_combine of ids [{}, {}], weights [{}, {}] and y [{}, {}] into [{}, {}]", n, k, weights.rows,
+           weights.cols, y.rows, y.cols, out.rows, out.cols);
+    if (n == 0) return;
+    const auto timed = timer_->scope(cuda::OpTimer::kExpert);
+    check(cuda::launch_expert_combine(i32(ids, "expert_combine ids"), f32(weights, "expert_combine weights"),
+                                      f32(y, "expert_combine y").p, f32(out, "expert_combine out"), stream_),
+          "expert_combine kernel");
+  }
+
+  int64_t expert_batch() const override { return cuda::kExpertBatch; }
+
+  void hold_until(Fence fence, std::shared_ptr<const void> pin) override { fences_->hold(fence, std::move(pin)); }
 
  private:
   void bind() const { check(cudaSetDevice(device_), "cudaSetDevice"); }
@@ -586,8 +554,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::FenceQueue> fences_;
   std::unique_ptr<cuda::OpTimer> timer_;  // DELTAFIN_DEVICE_PROFILE=1: device time per op category
   Scratch workspace_;  // one op's temporaries
-  Scratch digits_;     // routed_experts' digit planes (MXFP4)
-  std::vector<int32_t> union_;  // routed_experts' union, in pageable memory for its upload
+  Scratch digits_;     // expert_ffn's digit planes (MXFP4)
 };
 
 }  // namespace

@@ -35,6 +35,12 @@ void FenceQueue::retire_front() {
   pending_.pop_front();  // releases its pins
 }
 
+void FenceQueue::hold(uint64_t fence, std::shared_ptr<const void> pin) {
+  if (fence >= next_) fail("cuda backend: hold_until() on fence {}, which was never committed (the last is {})", fence, last());
+  if (!pending_.empty() && fence >= pending_.front().fence)
+    pending_[fence - pending_.front().fence].pins.push_back(std::move(pin));
+}
+
 void FenceQueue::wait(uint64_t fence) {
   if (fence >= next_) fail("cuda backend: wait() on fence {}, which was never committed (the last is {})", fence, last());
   // pending_ holds the consecutive fences from its front to the last; earlier ones have passed.

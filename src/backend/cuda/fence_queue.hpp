@@ -24,6 +24,8 @@ class FenceQueue {
 
   // A fence after everything enqueued so far, holding `pins` until it has passed.
   uint64_t record(Pins pins = {});
+  // Adds `pin` to a recorded fence's pins; a fence that has passed lets go of it at once.
+  void hold(uint64_t fence, std::shared_ptr<const void> pin);
   void wait(uint64_t fence);  // blocks until it has passed; a fence never recorded is an error
   void poll();                // retires the fences that have passed
   void drain();               // after a synchronisation of the stream: everything has passed

@@ -154,13 +154,13 @@ class MetalBackend final : public MetalOps {
 
   void submit() override {
     if (!encoder_) {  // nothing open: what was held rides on the last command buffer committed
-      if (in_flight_.empty()) open_held_.clear(), open_pins_ = 0;
+      if (in_flight_.empty()) open_held_.clear();
       else move_held(in_flight_.back());
       return;
     }
     [encoder_ endEncoding];
     [commands_ commit];
-    in_flight_.push_back({commands_, ++committed_, {}, 0});
+    in_flight_.push_back({commands_, ++committed_, {}});
     move_held(in_flight_.back());
     encoder_ = nil;
     commands_ = nil;
@@ -171,16 +171,14 @@ class MetalBackend final : public MetalOps {
     wait(committed_);
   }
 
-  void hold(std::shared_ptr<const void> what, bool pin) override {
-    open_held_.push_back(std::move(what));
-    open_pins_ += pin;
-  }
+  void hold(std::shared_ptr<const void> what) override { open_held_.push_back(std::move(what)); }
 
-  int64_t pins_held() override {
+  // The pin rides on the command buffer of that fence; one that has completed lets go at once.
+  void hold_until(Fence fence, std::shared_ptr<const void> pin) override {
     while (!in_flight_.empty() && in_flight_.front().commands.status >= MTLCommandBufferStatusCompleted) retire_front();
-    int64_t pins = open_pins_;
-    for (const Batch& b : in_flight_) pins += b.pins;
-    return pins;
+    for (Batch& b : in_flight_)
+      if (b.fence == fence) return b.held.push_back(std::move(pin));
+    if (fence > committed_) open_held_.push_back(std::move(pin));  // not committed yet: rides on the open one
   }
 
  private:
@@ -188,14 +186,11 @@ class MetalBackend final : public MetalOps {
     id<MTLCommandBuffer> commands;
     Fence fence;
     std::vector<std::shared_ptr<const void>> held;
-    int64_t pins;
   };
 
   void move_held(Batch& b) {
     for (auto& h : open_held_) b.held.push_back(std::move(h));
-    b.pins += open_pins_;
     open_held_.clear();
-    open_pins_ = 0;
   }
 
   void retire_front() {
@@ -252,12 +247,11 @@ class MetalBackend final : public MetalOps {
   id<MTLComputeCommandEncoder> encoder_ = nil;
   std::deque<Batch> in_flight_;
   std::vector<std::shared_ptr<const void>> open_held_;
-  int64_t open_pins_ = 0;
   Fence committed_ = 0;
 };
 
 // Experts of K3's shape in MXFP4 (7168 in, 2048 wide), random codes at scale 1, in one slot pool.
-class BenchExperts final : public ExpertSource {
+class BenchExperts {
  public:
   static constexpr int64_t kIn = 7168, kWidth = 2048;
   BenchExperts(Backend& b, int count) {
@@ -268,25 +262,23 @@ class BenchExperts final : public ExpertSource {
     pool_ = b.allocate_slots(bytes_per_expert * count);
     for (int e = 0; e < count; ++e) {
       uint64_t at = bytes_per_expert * e;
-      std::array<Weight, 3> w;
+      ResidentExpert w{{}, e};
       for (int p = 0; p < 3; ++p) {
         std::byte* d = pool_->host() + at;
         for (uint64_t i = 0; i < data[p]; ++i) d[i] = std::byte(rng());
         std::memset(d + data[p], 127, scales[p]);  // E8M0 2^0
         const bool down = p == 2;
-        w[p] = {WeightFormat::MXFP4, down ? kIn : kWidth, down ? kWidth : kIn, pool_.get(), at, pool_.get(), at + data[p]};
+        w.proj[p] = {WeightFormat::MXFP4, down ? kIn : kWidth, down ? kWidth : kIn, pool_.get(), at, pool_.get(), at + data[p]};
         at += data[p] + scales[p];
       }
-      experts_.push_back(w);
+      experts.push_back(w);
     }
   }
-  Resident acquire(int32_t expert) override { return {experts_[expert], nullptr}; }
-  int64_t capacity() const override { return int64_t(experts_.size()) + 1; }
   uint64_t bytes_per_expert = 0;
+  std::vector<ResidentExpert> experts;  // expert e is row e of the slot lists
 
  private:
   std::unique_ptr<Buffer> pool_;
-  std::vector<std::array<Weight, 3>> experts_;
 };
 
 template <class F>
@@ -332,10 +324,16 @@ DeviceReport device_report() {
     b.upload(chosen.data(), *ids, 0, chosen.size() * 4);
     b.upload(w.data(), *weights, 0, w.size() * 4);
     const GatedActivation act{GatedActivation::kSiLU};
-    const double t = seconds(b, 20, [&] {
-      b.routed_experts(Tensor::of(*x, 1, BenchExperts::kIn), Tensor::of(*ids, 1, kExperts, Elem::I32),
-                       Tensor::of(*weights, 1, kExperts), chosen, source, BenchExperts::kWidth, act,
-                       Tensor::of(*out, 1, BenchExperts::kIn));
+    std::unique_ptr<Buffer> lists = b.allocate(kExperts * 4), counts = b.allocate(kExperts * 4);
+    std::unique_ptr<Buffer> hidden = b.allocate(kExperts * BenchExperts::kWidth * 4), y = b.allocate(kExperts * BenchExperts::kIn * 4);
+    const Tensor id_t = Tensor::of(*ids, 1, kExperts, Elem::I32), list_t = Tensor::of(*lists, kExperts, 1, Elem::I32);
+    const Tensor count_t = Tensor::of(*counts, kExperts, 1, Elem::I32), y_t = Tensor::of(*y, kExperts, BenchExperts::kIn);
+    b.expert_slots(id_t, Tensor::of(*ids, kExperts, 1, Elem::I32), list_t, count_t);  // the union is the ids
+    const double t = seconds(b, 20, [&] {  // as the expert driver runs them: one expert per expert_ffn
+      for (const ResidentExpert& e : source.experts)
+        b.expert_ffn(std::span(&e, 1), Tensor::of(*x, 1, BenchExperts::kIn), list_t, count_t, act,
+                     Tensor::of(*hidden, kExperts, BenchExperts::kWidth), y_t);
+      b.expert_combine(id_t, Tensor::of(*weights, 1, kExperts), y_t, Tensor::of(*out, 1, BenchExperts::kIn));
     });
     r.expert_gbps = double(source.bytes_per_expert) * kExperts / t / 1e9;
     const int64_t rows = 8192, cols = 8192;  // 256 MiB each way

@@ -123,7 +123,7 @@ void MetalOps::copy(const Tensor& src, const Tensor& dst) {
     const Tensor dense = Tensor::of(*tmp, src.rows, src.cols, src.elem);
     copy(src, dense);
     copy(dense, dst);
-    hold(tmp, false);
+    hold(tmp);
     return;
   }
   const dfm::CopyArgs a{mat(src), mat(dst)};
@@ -264,7 +264,7 @@ void MetalOps::kda(const KdaArgs& a) {
   delta.buffers[dfm::kDeltaState] = f32(a.state, "kda state"), delta.buffers[dfm::kDeltaOut] = f32(a.out, "kda out");
   delta.buffers[dfm::kDeltaConv] = {&conv, 0};
   dispatch(delta);
-  hold(conv_buffer, false);
+  hold(conv_buffer);
 }
 
 void MetalOps::attn_res_mix(std::span<const Tensor> candidates, const Tensor& query, float eps, const Tensor& out) {
@@ -282,7 +282,7 @@ void MetalOps::attn_res_mix(std::span<const Tensor> candidates, const Tensor& qu
   d.buffers[dfm::kMixPacked] = {&packed, 0}, d.buffers[dfm::kMixQuery] = f32(query, "attn_res_mix query");
   d.buffers[dfm::kMixOut] = f32(out, "attn_res_mix out");
   dispatch(d);
-  hold(packed_buffer, false);
+  hold(packed_buffer);
 }
 
 void MetalOps::route(const RouterSpec& spec, const Tensor& logits, const Tensor& bias, const Tensor& ids, const Tensor& weights) {
@@ -304,77 +304,70 @@ void MetalOps::route(const RouterSpec& spec, const Tensor& logits, const Tensor&
   dispatch(d);
 }
 
-// The union's experts in ascending order: its slot lists first (df_expert_slots), then per
-// expert gate + up + act on the rows that chose it into hidden [n k, width] by slot, and down
-// into y [n k, in] by slot, each expert's work submitted before the next is acquired (so the GPU
-// computes while the next read completes); then the combine in ascending expert order. Pins are
-// held until the work reading them has completed, at most capacity() - 1 of them.
-void MetalOps::routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
-                              ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) {
-  const int64_t n = x.rows, in = x.cols, k = ids.cols;
-  if (ids.rows != n || weights.rows != n || weights.cols != k || out.rows != n || out.cols != in || k < 1 || k > dfm::kMaxTopK)
-    fail("metal backend: routed_experts of x [{}, {}] with ids [{}, {}] and weights [{}, {}] into [{}, {}]", n, in, ids.rows, k,
-         weights.rows, weights.cols, out.rows, out.cols);
-  if (!std::is_sorted(experts.begin(), experts.end()) || std::adjacent_find(experts.begin(), experts.end()) != experts.end())
-    fail("metal backend: routed_experts: the union of experts is not ascending and distinct");
+void MetalOps::expert_slots(const Tensor& ids, const Tensor& experts, const Tensor& lists, const Tensor& counts) {
+  const int64_t n = ids.rows, count = experts.rows;
+  if (ids.cols < 1 || ids.cols > dfm::kMaxTopK || experts.cols != 1 || lists.rows != count || lists.cols != n ||
+      !lists.dense() || counts.rows != count || counts.cols != 1 || !counts.dense())
+    fail("metal backend: expert_slots of ids [{}, {}] for {} experts into lists [{}, {}] and counts [{}, {}]", n, ids.cols, count,
+         lists.rows, lists.cols, counts.rows, counts.cols);
+  if (n == 0 || count == 0) return;
+  const dfm::ExpertSlotsArgs a{mat(ids), u32(count, "experts")};
+  Dispatch d = launch("df_expert_slots", a, u32(count, "experts"), 1, dfm::kSimdWidth, 0);
+  d.buffers[dfm::kSlotsIds] = i32(ids, "expert_slots ids"), d.buffers[dfm::kSlotsExperts] = i32(experts, "expert_slots experts");
+  d.buffers[dfm::kSlotsLists] = i32(lists, "expert_slots lists"), d.buffers[dfm::kSlotsCounts] = i32(counts, "expert_slots counts");
+  dispatch(d);
+}
+
+// Per expert: gate + up + act on the rows that chose it into hidden by slot, and down into y by
+// slot (df_matmul in expert mode, reading the expert's row of the slot lists).
+void MetalOps::expert_ffn(std::span<const ResidentExpert> batch, const Tensor& x, const Tensor& lists, const Tensor& counts,
+                          const GatedActivation& act, const Tensor& hidden, const Tensor& y) {
+  const int64_t n = x.rows, in = x.cols, width = hidden.cols, k = n > 0 ? y.rows / n : 1;
+  if (lists.cols != n || !lists.dense() || hidden.rows != n * k || y.rows != n * k || y.cols != in || k > dfm::kMaxTopK)
+    fail("metal backend: expert_ffn over x [{}, {}] with lists [{}, {}], hidden [{}, {}] and y [{}, {}]", n, in, lists.rows,
+         lists.cols, hidden.rows, hidden.cols, y.rows, y.cols);
   if (n == 0) return;
-  if (experts.empty()) return fill(out, 0.0f);
-  const int64_t count = static_cast<int64_t>(experts.size());
-  const std::shared_ptr<Buffer> buffers[] = {
-      scratch(static_cast<uint64_t>(count) * 4),          // the union's ids [count]
-      scratch(static_cast<uint64_t>(count * n) * 4),      // slot lists [count, n]
-      scratch(static_cast<uint64_t>(count) * 4),          // their lengths [count]
-      scratch(static_cast<uint64_t>(n * k * width) * 4),  // hidden [n k, width]
-      scratch(static_cast<uint64_t>(n * k * in) * 4)};    // y [n k, in]
-  Buffer &union_ids = *buffers[0], &lists = *buffers[1], &counts = *buffers[2], &hidden = *buffers[3], &y = *buffers[4];
-  std::memcpy(union_ids.host(), experts.data(), static_cast<size_t>(count) * 4);  // a fresh buffer: no command reads it yet
-  {
-    const dfm::ExpertSlotsArgs a{mat(ids), static_cast<uint32_t>(count)};
-    Dispatch d = launch("df_expert_slots", a, static_cast<uint32_t>(count), 1, dfm::kSimdWidth, 0);
-    d.buffers[dfm::kSlotsIds] = i32(ids, "routed_experts ids"), d.buffers[dfm::kSlotsExperts] = {&union_ids, 0};
-    d.buffers[dfm::kSlotsLists] = {&lists, 0}, d.buffers[dfm::kSlotsCounts] = {&counts, 0};
-    dispatch(d);
-  }
-  const Tensor hidden_t = Tensor::of(hidden, n * k, width), y_t = Tensor::of(y, n * k, in);
-  const int64_t max_pins = std::max<int64_t>(source.capacity() - 1, 0);
-  for (int64_t i = 0; i < count; ++i) {
-    if (pins_held() >= max_pins) finish();  // the next read needs a free slot
-    ExpertSource::Resident r = source.acquire(experts[i]);
-    const Weight &gate = r.proj[0], &up = r.proj[1], &down = r.proj[2];
-    if (gate.rows != width || gate.cols != in || up.rows != width || up.cols != in || down.rows != in || down.cols != width ||
-        gate.format != up.format)
-      fail("metal backend: expert {}: projections [{}, {}], [{}, {}], [{}, {}] do not match width {} and in {}", experts[i],
-           gate.rows, gate.cols, up.rows, up.cols, down.rows, down.cols, width, in);
-    const Dispatch::Bind slots{&lists, static_cast<uint64_t>(i * n) * 4}, n_slots{&counts, static_cast<uint64_t>(i) * 4};
-    const BoundWeight g = bind_weight(gate, "expert gate"), u = bind_weight(up, "expert up"), dn = bind_weight(down, "expert down");
+  const Dispatch::Bind list_rows = i32(lists, "expert_ffn lists"), count_rows = i32(counts, "expert_ffn counts");
+  for (const ResidentExpert& e : batch) {
+    if (e.list < 0 || e.list >= lists.rows) fail("metal backend: expert_ffn: list row {} of {}", e.list, lists.rows);
+    const Dispatch::Bind slots{list_rows.buffer, list_rows.offset + static_cast<uint64_t>(e.list * n) * 4};
+    const Dispatch::Bind n_slots{count_rows.buffer, count_rows.offset + static_cast<uint64_t>(e.list * counts.stride) * 4};
+    const BoundWeight g = bind_weight(e.proj[0], "expert gate"), u = bind_weight(e.proj[1], "expert up");
+    const BoundWeight dn = bind_weight(e.proj[2], "expert down");
     dfm::MatmulArgs a{};
-    a.w0 = g.args, a.w1 = u.args, a.x = mat(x), a.y = mat(hidden_t);
+    a.w0 = g.args, a.w1 = u.args, a.x = mat(x), a.y = mat(hidden);
     a.pair = 1, a.expert = 1, a.k = static_cast<uint32_t>(k), a.in_by_slot = 0, a.out_by_slot = 1;
     a.act = {static_cast<uint32_t>(act.kind), act.beta, act.linear_beta};
     Dispatch d = launch("df_matmul", a, blocks(width, dfm::kMatmulRowsPerGroup), u32(n, "rows"), dfm::kThreads, 0);
     d.buffers[dfm::kMatmulData0] = g.data, d.buffers[dfm::kMatmulScales0] = g.scales;
     d.buffers[dfm::kMatmulData1] = u.data, d.buffers[dfm::kMatmulScales1] = u.scales;
-    d.buffers[dfm::kMatmulX] = f32(x, "routed_experts x"), d.buffers[dfm::kMatmulY] = {&hidden, 0};
+    d.buffers[dfm::kMatmulX] = f32(x, "expert_ffn x"), d.buffers[dfm::kMatmulY] = f32(hidden, "expert_ffn hidden");
     d.buffers[dfm::kMatmulSlots] = slots, d.buffers[dfm::kMatmulCount] = n_slots;
     dispatch(d);
     dfm::MatmulArgs b{};
-    b.w0 = b.w1 = dn.args, b.x = mat(hidden_t), b.y = mat(y_t);
+    b.w0 = b.w1 = dn.args, b.x = mat(hidden), b.y = mat(y);
     b.expert = 1, b.k = static_cast<uint32_t>(k), b.in_by_slot = 1, b.out_by_slot = 1;
-    Dispatch e = launch("df_matmul", b, blocks(in, dfm::kMatmulRowsPerGroup), u32(n, "rows"), dfm::kThreads, 0);
-    e.buffers[dfm::kMatmulData0] = e.buffers[dfm::kMatmulData1] = dn.data;
-    e.buffers[dfm::kMatmulScales0] = e.buffers[dfm::kMatmulScales1] = dn.scales;
-    e.buffers[dfm::kMatmulX] = {&hidden, 0}, e.buffers[dfm::kMatmulY] = {&y, 0};
-    e.buffers[dfm::kMatmulSlots] = slots, e.buffers[dfm::kMatmulCount] = n_slots;
-    dispatch(e);
-    hold(r.pin, true);
-    submit();
+    Dispatch f = launch("df_matmul", b, blocks(in, dfm::kMatmulRowsPerGroup), u32(n, "rows"), dfm::kThreads, 0);
+    f.buffers[dfm::kMatmulData0] = f.buffers[dfm::kMatmulData1] = dn.data;
+    f.buffers[dfm::kMatmulScales0] = f.buffers[dfm::kMatmulScales1] = dn.scales;
+    f.buffers[dfm::kMatmulX] = f32(hidden, "expert_ffn hidden"), f.buffers[dfm::kMatmulY] = f32(y, "expert_ffn y");
+    f.buffers[dfm::kMatmulSlots] = slots, f.buffers[dfm::kMatmulCount] = n_slots;
+    dispatch(f);
   }
+}
+
+void MetalOps::expert_combine(const Tensor& ids, const Tensor& weights, const Tensor& y, const Tensor& out) {
+  const int64_t n = ids.rows, k = ids.cols;
+  if (weights.rows != n || weights.cols != k || out.rows != n || y.rows != n * k || y.cols != out.cols || !y.dense() || k < 1 ||
+      k > dfm::kMaxTopK)
+    fail("metal backend: expert_combine of ids [{}, {}], weights [{}, {}] and y [{}, {}] into [{}, {}]", n, k, weights.rows,
+         weights.cols, y.rows, y.cols, out.rows, out.cols);
+  if (n == 0) return;
   const dfm::CombineArgs a{mat(ids), mat(weights), mat(out)};
-  Dispatch d = launch("df_expert_combine", a, blocks(in, dfm::kThreads), u32(n, "rows"), dfm::kThreads, dfm::kMaxTopK * 4);
-  d.buffers[dfm::kCombineIds] = i32(ids, "routed_experts ids"), d.buffers[dfm::kCombineWeights] = f32(weights, "routed_experts weights");
-  d.buffers[dfm::kCombineY] = {&y, 0}, d.buffers[dfm::kCombineOut] = f32(out, "routed_experts out");
+  Dispatch d = launch("df_expert_combine", a, blocks(out.cols, dfm::kThreads), u32(n, "rows"), dfm::kThreads, dfm::kMaxTopK * 4);
+  d.buffers[dfm::kCombineIds] = i32(ids, "expert_combine ids"), d.buffers[dfm::kCombineWeights] = f32(weights, "expert_combine weights");
+  d.buffers[dfm::kCombineY] = f32(y, "expert_combine y"), d.buffers[dfm::kCombineOut] = f32(out, "expert_combine out");
   dispatch(d);
-  for (const auto& b : buffers) hold(b, false);
 }
 
 }  // namespace deltafin::metal

@@ -1,5 +1,5 @@
 // The Metal backend's op set, in plain C++: shape checks, the argument structs of
-// kernels/metal/metal_shared.h, launch geometry and the routed-experts sequence. Two devices run
+// kernels/metal/metal_shared.h and launch geometry. Two devices run
 // it: the Objective-C++ host on Apple GPUs (metal_backend.mm) and the SIMT emulator of the Linux
 // checks (tests/metal), each implementing the memory and command hooks below. Every buffer is
 // host-visible (Apple unified memory: shared storage), so uploads and downloads are copies
@@ -55,8 +55,10 @@ class MetalOps : public Backend {
   void attn_res_mix(std::span<const Tensor> candidates, const Tensor& query, float eps, const Tensor& out) override;
   void route(const RouterSpec& spec, const Tensor& logits, const Tensor& bias, const Tensor& ids,
              const Tensor& weights) override;
-  void routed_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const int32_t> experts,
-                      ExpertSource& source, int64_t width, const GatedActivation& act, const Tensor& out) override;
+  void expert_slots(const Tensor& ids, const Tensor& experts, const Tensor& lists, const Tensor& counts) override;
+  void expert_ffn(std::span<const ResidentExpert> batch, const Tensor& x, const Tensor& lists, const Tensor& counts,
+                  const GatedActivation& act, const Tensor& hidden, const Tensor& y) override;
+  void expert_combine(const Tensor& ids, const Tensor& weights, const Tensor& y, const Tensor& out) override;
 
  protected:
   // Encodes one launch after everything enqueued before it.
@@ -65,11 +67,8 @@ class MetalOps : public Backend {
   virtual void submit() = 0;
   // Blocks until everything enqueued has completed.
   virtual void finish() = 0;
-  // Keeps `what` (an expert's pin, an op's intermediate buffer) alive until the work enqueued so
-  // far has completed.
-  virtual void hold(std::shared_ptr<const void> what, bool pin) = 0;
-  // How many pins (pin = true) hold() still keeps (those whose work has completed are let go first).
-  virtual int64_t pins_held() = 0;
+  // Keeps `what` (an op's intermediate buffer) alive until the work enqueued so far has completed.
+  virtual void hold(std::shared_ptr<const void> what) = 0;
 
  private:
   // A fresh buffer of `bytes` for an op's intermediates; the op hands it to hold() after its

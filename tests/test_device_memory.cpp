@@ -3,10 +3,13 @@
 // the rest through window slots every pass, from host memory where the host budget holds them,
 // else from the drives, bit-identical to the resident spine, for both families; the two-pool plan
 // shares both budgets; the one helper lands bytes directly or through staging; and the flags are
-// checked in one line.
+// checked in one line. On a CUDA machine ([cuda]) the same through VRAM, against CUDA's resident
+// spine and the CPU's ids.
 #include <catch2/catch.hpp>
 
 #include <cstring>
+
+#include <deltafin/engine.hpp>
 
 #include "decode/memory_plan.hpp"
 #include "decode/model_engine.hpp"
@@ -260,4 +263,68 @@ TEST_CASE("the landing helper writes in place where the host can, else through s
   CHECK(cpu->memory_pools().front().host_visible);
   CHECK(staged.memory_pools().back().size == 1 << 20);
   CHECK_FALSE(staged.memory_pools().back().host_visible);
+}
+
+namespace {
+
+struct EngineRun {
+  std::vector<float> logits;  // all logits of the golden ids
+  std::vector<int32_t> ids;   // 6 greedy ids after them
+  ModelSummary summary;
+  EngineStats stats;
+};
+
+EngineRun engine_run(const std::string& dir, const std::string& backend, double device_gb, double host_gb) {
+  EngineOptions o;
+  o.model_dir = dir;
+  o.backend = backend;
+  o.device_memory_gb = device_gb;
+  o.memory_gb = host_gb;
+  o.threads = 2;
+  o.chunk = 3;
+  auto engine = Engine::open(o);
+  auto session = engine->new_session();
+  EngineRun r;
+  r.logits = session->append(test::read_golden(dir).all(), true);
+  const int64_t vocab = engine->summary().vocab_size;
+  std::vector<float> last(r.logits.end() - vocab, r.logits.end());
+  for (int i = 0; i < 6; ++i) {
+    r.ids.push_back(static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin()));
+    last = session->append(std::span(&r.ids.back(), 1), false);
+  }
+  r.summary = engine->summary();
+  r.stats = engine->stats();
+  return r;
+}
+
+}  // namespace
+
+// On the GPU machine (scripts/gpu-test.sh, step cuda-tests): the CUDA backend streams the spine
+// through VRAM window slots at a device budget just above its minimum, from pinned host memory
+// and, at the host's minimum, from the drives: logits bit-identical to CUDA's resident spine,
+// greedy ids the CPU's.
+TEST_CASE("cuda: a device budget below the spine streams it, bit-identical to resident", "[cuda]") {
+  if (!cuda_device_present()) {
+    WARN("no CUDA device on this machine: skipped");
+    return;
+  }
+  for (const char* name : {"k2_tiny_fp8", "k2_tiny_int4", "k3_tiny", "k3_tiny_mxfp4"}) {
+    const std::string dir = test::fixture(name);
+    CAPTURE(name);
+    const EngineRun cpu = engine_run(dir, "cpu", 0, 0);
+    const EngineRun resident = engine_run(dir, "cuda", 0, 0);
+    REQUIRE(resident.summary.device_memory_budget > 0);  // two pools
+    REQUIRE(resident.summary.spine_units_streamed == 0);
+    CHECK(resident.ids == cpu.ids);
+    const double device_gb = resident.summary.minimum_bytes / 1e9 + 1e-6;
+    const EngineRun from_host = engine_run(dir, "cuda", device_gb, 0);
+    CHECK(from_host.summary.spine_units_streamed > 0);
+    CHECK(from_host.stats.spine_bytes_read == 0);
+    CHECK(bit_identical(resident.logits, from_host.logits));
+    CHECK(from_host.ids == cpu.ids);
+    const EngineRun from_drives = engine_run(dir, "cuda", device_gb, from_host.summary.host_minimum_bytes / 1e9 + 1e-6);
+    CHECK(from_drives.stats.spine_bytes_read > 0);
+    CHECK(bit_identical(resident.logits, from_drives.logits));
+    CHECK(from_drives.ids == cpu.ids);
+  }
 }

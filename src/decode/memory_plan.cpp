@@ -123,15 +123,15 @@ void plan_host(BudgetPlan& p, const std::vector<SpineUnit>& units, uint64_t host
   std::vector<size_t> at;
   for (size_t u = 0; u < units.size(); ++u)
     if (!p.resident[u]) streamed.push_back(units[u]), at.push_back(u);
-  p.host_minimum = host_fixed + (streamed.empty() ? 0 : p.window);
-  const uint64_t room = host_budget > host_fixed ? host_budget - host_fixed : 0;
-  if (p.spine_streamed > room) {
-    if (host_budget < p.host_minimum)
-      fail("{}: below the host's share of {} ({} of working memory and expert staging, {} of pinned staging the drives "
-           "stream the spine through); give at least --memory-gb {}",
-           what, human_bytes(p.host_minimum), human_bytes(host_fixed), human_bytes(p.window), std::ceil(p.host_minimum / 1e5) / 1e4);
-    p.host_window = p.window;
-  }
+  // The least that runs: the fixed share and either every streamed unit held or the window.
+  p.host_minimum = host_fixed + std::min(p.window, p.spine_streamed);
+  if (host_budget < p.host_minimum)
+    fail("{}: below the host's share of {} ({} of working memory and expert staging{}); give at least --memory-gb {}", what,
+         human_bytes(p.host_minimum), human_bytes(host_fixed),
+         p.spine_streamed ? fmt::format(", {} for the streamed spine", human_bytes(p.host_minimum - host_fixed)) : "",
+         std::ceil(p.host_minimum / 1e5) / 1e4);
+  const uint64_t room = host_budget - host_fixed;
+  if (p.spine_streamed > room) p.host_window = p.window;  // room >= window here (the minimum)
   const std::vector<bool> held = choose_resident(streamed, room - p.host_window);
   for (size_t i = 0; i < streamed.size(); ++i)
     if (held[i]) p.host_held[at[i]] = true, p.spine_host += streamed[i].bytes;

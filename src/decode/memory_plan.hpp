@@ -95,7 +95,7 @@ BudgetPlan plan_budget(const BudgetInput& in, const std::string& what);
 // memory of `host_budget` bytes, `host_fixed` of which is taken. Units are held largest first
 // (ties: first use), so the drives give the fewest bytes per pass. Throws a one-line
 // deltafin::Error starting with `what` ("DIR: --memory-gb 64") when the host cannot hold its
-// fixed share and the window the drives stream through.
+// fixed share and either every streamed unit or the window the drives stream through.
 void plan_host(BudgetPlan& p, const std::vector<SpineUnit>& units, uint64_t host_budget, uint64_t host_fixed,
                const std::string& what);
 

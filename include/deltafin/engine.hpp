@@ -16,6 +16,12 @@ struct EngineOptions {
   // The one memory budget (--memory-gb): spine, expert cache, KV cache and state, a draft model,
   // working memory. 0: the machine's free memory less headroom (decode/memory_plan.hpp).
   double memory_gb = 0;
+  // The device's budget (--device-memory-gb) where the device has memory the host cannot write
+  // (CUDA): the device-resident spine and the window streamed units pass through, the expert
+  // cache, KV cache and state, working memory; memory_gb is then the host's, which holds the
+  // streamed units where they fit (the rest stream from the drives). 0: the device's free memory
+  // less a margin (decode/memory_plan.hpp). With one pool (CPU, Metal) it is memory_gb's budget.
+  double device_memory_gb = 0;
   // The routed-expert share of it (--cache-gb): 0 = what the budget leaves once the spine is
   // placed; else at most this much, exactly this much when given by the user (refused, not
   // lowered, when it does not fit).
@@ -59,6 +65,12 @@ struct ModelSummary {
   uint64_t spine_resident_bytes = 0, spine_streamed_bytes = 0, spine_window_bytes = 0;
   uint64_t spine_units = 0, spine_units_streamed = 0;
   uint64_t expert_budget_bytes = 0, working_bytes = 0, minimum_bytes = 0, footprint_bytes = 0;
+  // Two pools (a device the host cannot write): the figures above are the device's, under
+  // device_memory_budget; memory_budget is the host's, which holds spine_host_bytes of the
+  // streamed units (the rest stream from the drives). device_memory_budget 0: one pool.
+  uint64_t device_memory_budget = 0;
+  std::string device_memory_source;
+  uint64_t spine_host_bytes = 0, host_minimum_bytes = 0;
 };
 
 struct DriveReport {

@@ -5,6 +5,8 @@
 // Memory (backend/tensor.hpp). Weights, the KV cache, recurrent state and activations live in
 // buffers the backend allocates; wrap() makes a buffer of existing host memory (no copy where
 // the device can read host memory: the CPU, Apple unified memory at 16 KiB alignment).
+// memory_pools() says what memory there is: the host's first, the device's (where allocate()
+// and allocate_slots() take from) last; one pool where they are the same memory (CPU, Metal).
 //
 // Commands. Ops and transfers are enqueued in order and run in that order; the host never sees
 // a result before it asks for it. commit() ends a batch and returns its fence; wait() blocks
@@ -34,6 +36,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "backend/tensor.hpp"
 #include "op_params.hpp"
@@ -74,6 +77,18 @@ inline bool kda_shapes_match(const KdaArgs& a) {
          shaped(a.window, 3 * hist, ch) && shaped(a.state, ch, a.head_dim) && shaped(a.out, n, ch);
 }
 
+// A pool of memory a backend allocates from (Backend::memory_pools()).
+struct MemoryPool {
+  std::string name;           // "host", "host (pinned)", "device", "unified"
+  bool host_visible = false;  // the host reads and writes it directly (Buffer::host())
+  uint64_t size = 0;          // bytes in all (0: unknown)
+  uint64_t free = 0;          // bytes this process can still take now (0: unknown)
+};
+
+// The host's memory as one pool named `name`: the machine's physical memory, and what this
+// process can still take (util/memory_available: MemAvailable and the cgroups' room).
+MemoryPool host_memory_pool(const char* name = "host");
+
 // Where a device backend's time went (Backend::times()), measured only when asked for: on CUDA
 // with DELTAFIN_DEVICE_PROFILE=1 (an event pair around each op; the copies timed on the host).
 struct DeviceTimes {
@@ -96,6 +111,9 @@ class Backend {
   virtual DeviceTimes times() const { return {}; }
 
   // --- memory ---------------------------------------------------------------------------
+  // The pools: front() the host's (allocate_host), back() the device's (allocate, allocate_slots);
+  // the same single pool where the host can write the device's memory (the default: the CPU's).
+  virtual std::vector<MemoryPool> memory_pools() const { return {host_memory_pool()}; }
   virtual std::unique_ptr<Buffer> allocate(uint64_t bytes) = 0;
   // The expert slot pool, allocated once, 2 MiB-aligned, which ops read. CPU: host memory that
   // O_DIRECT reads land in; Metal: one shared-storage buffer; CUDA: device memory (the VRAM
@@ -106,9 +124,10 @@ class Backend {
   virtual std::unique_ptr<Buffer> allocate_host(uint64_t bytes) = 0;
   virtual std::unique_ptr<Buffer> wrap(std::byte* host, uint64_t bytes) = 0;  // memory outlives the buffer
   virtual void upload(const void* src, Buffer& dst, uint64_t offset, uint64_t bytes) = 0;
-  // A staged expert record (in an allocate_host buffer) into a free slot of the pool, from any
-  // thread (the reader's), on a copy queue that does not wait for the ops in flight; returns when
-  // the copy is complete, so the staging memory may be reused and later ops see the slot.
+  // Staged bytes (in an allocate_host buffer) into a buffer the host cannot write (the slot pool,
+  // a streamed spine unit's window slot) that no op in flight reads, from any thread (the
+  // reader's), on a copy queue that does not wait for the ops in flight; returns when the copy is
+  // complete, so the staging memory may be reused and later ops see the bytes (io/landing.hpp).
   virtual void upload_slot(const Buffer& staging, uint64_t staging_offset, Buffer& slots, uint64_t offset,
                            uint64_t bytes) = 0;
   virtual void download(const Tensor& src, void* dst) = 0;  // dst [rows, cols], dense

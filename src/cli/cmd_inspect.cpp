@@ -86,6 +86,9 @@ Command register_inspect(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model directory (headers only; config.json alone works)");
   sub->add_option("-m,--model", *dir, "Model directory (default: the bundled model)");
   sub->add_option("--memory-gb", plan->memory_gb, "Print the memory plan under this budget (GB): what is resident, what streams, bytes read per token");
+  sub->add_option("--device-memory-gb", plan->device_memory_gb,
+                  "Print the plan for a device with this much memory of its own (GB; a CUDA GPU): which spine units are resident "
+                  "on it, which stream from host memory (--memory-gb: its budget; default unbounded) and which from the drives");
   sub->add_option("--drive-gbps", plan->drive_gbps, "The drives' read rates in GB/s (comma-separated): predicted tokens per second");
   sub->add_option("--positions", plan->positions, "Positions whose KV cache and state the plan holds")->capture_default_str();
   return {sub, [dir, plan] { return inspect(model_dir_or_default(*dir), *plan); }};

@@ -70,7 +70,12 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("-m,--model", options.model_dir, "Model directory (default: the bundled models/default)");
   app.add_option("--memory-gb", options.memory_gb,
                  "The one memory budget in GB: spine, expert cache, KV cache and state, draft model, working memory "
-                 "(default: the machine's free memory and cgroup room, less 5% headroom and at least 256 MB); a spine that does not fit streams");
+                 "(default: the machine's free memory and cgroup room, less 5% headroom and at least 256 MB); a spine that does not fit streams. "
+                 "With a GPU of its own memory (CUDA) this is the host's budget: the spine units the device streams are held here where they fit");
+  app.add_option("--device-memory-gb", options.device_memory_gb,
+                 "The device's budget in GB where it has memory of its own (CUDA): resident spine, the window streamed units pass "
+                 "through, expert cache, KV cache and state, working memory (default: the device's free memory less 2% of its "
+                 "size, at least 512 MB). On the CPU and Metal there is one pool, so this is --memory-gb's budget");
   app.add_option_function<double>(
       "--cache-gb", [&options](double gb) { options.cache_gb = gb, options.cache_gb_given = true; },
       "The routed-expert share of --memory-gb, in GB (default: what the budget leaves once the spine is placed)");

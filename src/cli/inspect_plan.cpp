@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "decode/memory_plan.hpp"
+#include "io/expert_store.hpp"
 #include "util/error.hpp"
 
 namespace deltafin::cli {
@@ -52,14 +53,18 @@ std::string unit_list(const std::vector<SpineUnit>& units, const std::vector<boo
 }  // namespace
 
 void print_memory_plan(const FamilyDescription& d, const PlanFlags& f) {
-  if (f.memory_gb == 0 && f.drive_gbps.empty()) return;
-  if (f.memory_gb == 0) fail("--drive-gbps needs --memory-gb (the plan the rates apply to)");
-  if (!(f.memory_gb > 0 && f.memory_gb <= 1e9)) fail("--memory-gb must be a number of GB > 0 (got {})", f.memory_gb);
+  const bool device = f.device_memory_gb != 0;
+  if (f.memory_gb == 0 && !device && f.drive_gbps.empty()) return;
+  if (f.memory_gb == 0 && !device) fail("--drive-gbps needs --memory-gb (the plan the rates apply to)");
+  if (f.memory_gb != 0 && !(f.memory_gb > 0 && f.memory_gb <= 1e9)) fail("--memory-gb must be a number of GB > 0 (got {})", f.memory_gb);
+  if (device && !(f.device_memory_gb > 0 && f.device_memory_gb <= 1e9))
+    fail("--device-memory-gb must be a number of GB > 0 (got {})", f.device_memory_gb);
   if (f.positions < 0) fail("--positions must be >= 0 (got {})", f.positions);
   const std::vector<double> rates = parse_rates(f.drive_gbps);
   const ModelBytes& b = d.bytes;
   BudgetInput in;
-  in.budget = static_cast<uint64_t>(f.memory_gb * 1e9);
+  in.budget = static_cast<uint64_t>((device ? f.device_memory_gb : f.memory_gb) * 1e9);
+  in.flag = device ? "--device-memory-gb" : "--memory-gb";
   in.units = spine_units(b);
   in.state = planned_state_bytes(b, f.positions);
   in.reserve = working_reserve(b.spine);
@@ -70,18 +75,38 @@ void print_memory_plan(const FamilyDescription& d, const PlanFlags& f) {
   }
   in.routed_per_token = b.routed_per_token;
   in.top_k = d.top_k;
-  const BudgetPlan p = plan_budget(in, fmt::format("--memory-gb {}", f.memory_gb));
+  BudgetPlan p = plan_budget(in, fmt::format("{} {}", in.flag, device ? f.device_memory_gb : f.memory_gb));
   const auto gb = [](uint64_t bytes) { return bytes / 1e9; };
-  std::printf("budget         %.4f GB: spine %.6f GB resident + %.6f GB streamed (window %.6f GB), experts %.6f GB, "
+  const uint64_t host = f.memory_gb > 0 ? static_cast<uint64_t>(f.memory_gb * 1e9) : UINT64_MAX / 4;
+  if (device) {
+    plan_host(p, in.units, host, host_fixed_bytes(b.spine, in.expert_slot, ExpertStore::kStagingSlots),
+              fmt::format("--memory-gb {}", f.memory_gb));
+  }
+  std::printf("%s %.4f GB: spine %.6f GB resident + %.6f GB streamed (window %.6f GB), experts %.6f GB, "
               "KV cache and state %.6f GB (%lld positions), working %.6f GB; minimum %.6f GB\n",
-              gb(in.budget), gb(p.spine_resident), gb(p.spine_streamed), gb(p.window), gb(p.experts), gb(in.state),
-              (long long)f.positions, gb(in.reserve), gb(p.minimum));
-  std::printf("resident       %s\n", unit_list(in.units, p.resident, true).c_str());
-  std::printf("streamed       %s\n", unit_list(in.units, p.resident, false).c_str());
+              device ? "device        " : "budget        ", gb(in.budget), gb(p.spine_resident), gb(p.spine_streamed),
+              gb(p.window), gb(p.experts), gb(in.state), (long long)f.positions, gb(in.reserve), gb(p.minimum));
+  if (device) {
+    std::printf("host           %s: streamed spine %.6f GB held + %.6f GB from the drives (pinned window %.6f GB), working "
+                "and expert staging %.6f GB; minimum %.6f GB\n",
+                f.memory_gb > 0 ? fmt::format("{:.4f} GB", gb(host)).c_str() : "unbounded (no --memory-gb)",
+                gb(p.spine_host), gb(p.spine_streamed - p.spine_host), gb(p.host_window), gb(p.host_fixed), gb(p.host_minimum));
+    std::vector<bool> from_host(in.units.size()), from_drives(in.units.size());
+    for (size_t u = 0; u < in.units.size(); ++u) from_host[u] = p.host_held[u], from_drives[u] = !p.resident[u] && !p.host_held[u];
+    std::printf("resident       %s\n", unit_list(in.units, p.resident, true).c_str());
+    std::printf("from host      %s\n", unit_list(in.units, from_host, true).c_str());
+    std::printf("from drives    %s\n", unit_list(in.units, from_drives, true).c_str());
+  } else {
+    std::printf("resident       %s\n", unit_list(in.units, p.resident, true).c_str());
+    std::printf("streamed       %s\n", unit_list(in.units, p.resident, false).c_str());
+  }
   std::printf("read/token     %.6f GB = spine %.6f GB + experts %.6f GB (%lld MoE layers x top-%lld x %.6f GB, "
               "hit rate %.4f%% under uniform use)\n",
               gb(p.read_per_token()), gb(p.spine_read_per_token), gb(p.expert_read_per_token), (long long)d.moe_layers,
               (long long)d.top_k, gb(in.expert_slot), 100 * p.expert_hit_rate);
+  if (device)
+    std::printf("to device      %.6f GB a token, host to device = streamed spine %.6f GB + expert reads %.6f GB\n",
+                gb(p.upload_per_token), gb(p.spine_streamed), gb(p.expert_read_per_token));
   if (rates.empty()) return;
   double sum = 0;
   std::string each;

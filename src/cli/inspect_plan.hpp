@@ -1,7 +1,11 @@
-// `deltafin inspect --memory-gb G [--drive-gbps X,Y,...] [--positions N]`: the memory plan of a
-// model from its config.json alone (decode/memory_plan.hpp, the same function Engine::open
-// uses): what is resident and what streams, the bytes one decode token reads, and the tokens per
-// second the drives allow. docs/memory-budget.md checks the real K3 by hand.
+// `deltafin inspect --memory-gb G [--device-memory-gb D] [--drive-gbps X,Y,...] [--positions N]`:
+// the memory plan of a model from its config.json alone (decode/memory_plan.hpp, the same
+// functions Engine::open uses): what is resident and what streams, the bytes one decode token
+// reads, and the tokens per second the drives allow. With --device-memory-gb, the plan of a
+// device with memory of its own (CUDA): which spine units are resident on it, which stream from
+// host memory (--memory-gb; unbounded without it) and which from the drives, and the bytes a
+// token copies to the device. docs/memory-budget.md checks the real K3 by hand, docs/cuda.md K3
+// on one GPU.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +17,8 @@
 namespace deltafin::cli {
 
 struct PlanFlags {
-  double memory_gb = 0;            // 0: no plan printed
+  double memory_gb = 0;            // 0: no plan printed (without device_memory_gb)
+  double device_memory_gb = 0;     // 0: one pool
   std::string drive_gbps;          // "3.2,3.2": each drive's read rate in GB/s
   int64_t positions = 4096;        // KV cache and state planned for
 };

@@ -85,12 +85,19 @@ void print_engine_counters(const Engine& engine, const RunReport& r) {
                "%.4f GB (%.1f KB a position) + rest\n",
                peak_rss_bytes() / kGB, m.spine_bytes / kGB, s.peak_cache_bytes / kGB, s.cache_budget_bytes / kGB,
                r.state_bytes / kGB, m.state_bytes_per_position / 1e3);
+  // Two pools (a GPU of its own memory): the plan's figures are the device's, then the host's share.
+  const bool two_pools = m.device_memory_budget > 0;
   std::fprintf(stderr,
-               "budget    %.4f GB (%s): spine %.4f GB resident + %.4f GB streamed (%" PRIu64 " of %" PRIu64
+               "budget    %.4f GB%s (%s): spine %.4f GB resident + %.4f GB streamed (%" PRIu64 " of %" PRIu64
                " units, window %.4f GB), experts %.4f GB, working %.4f GB; minimum %.4f GB\n",
-               m.memory_budget / kGB, m.memory_source.c_str(), m.spine_resident_bytes / kGB, m.spine_streamed_bytes / kGB,
-               m.spine_units_streamed, m.spine_units, m.spine_window_bytes / kGB, m.expert_budget_bytes / kGB,
-               m.working_bytes / kGB, m.minimum_bytes / kGB);
+               (two_pools ? m.device_memory_budget : m.memory_budget) / kGB, two_pools ? " on the device" : "",
+               (two_pools ? m.device_memory_source : m.memory_source).c_str(), m.spine_resident_bytes / kGB,
+               m.spine_streamed_bytes / kGB, m.spine_units_streamed, m.spine_units, m.spine_window_bytes / kGB,
+               m.expert_budget_bytes / kGB, m.working_bytes / kGB, m.minimum_bytes / kGB);
+  if (two_pools)
+    std::fprintf(stderr, "host      %.4f GB (%s): streamed spine %.4f GB held, %.4f GB from the drives; minimum %.4f GB\n",
+                 m.memory_budget / kGB, m.memory_source.c_str(), m.spine_host_bytes / kGB,
+                 (m.spine_streamed_bytes - m.spine_host_bytes) / kGB, m.host_minimum_bytes / kGB);
   const uint64_t decode_spine = s.spine_bytes_read - r.at_decode_start.spine_bytes_read;
   // A verify pass reads the streamed spine once for all its positions: per committed token it
   // falls with acceptance. Streamed spine bytes come from the placement's spine records where it

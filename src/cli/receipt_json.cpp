@@ -41,7 +41,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       "\"decode_upload_seconds\": {:.6f}, \"decode_upload_bytes\": {}}},\n"
       "  \"memory\": {{\"peak_rss\": {}, \"spine\": {}, \"expert_peak\": {}, \"budget\": {}, \"state\": {}, "
       "\"state_per_position\": {}, \"memory_budget\": {}, \"memory_source\": {}, \"spine_resident\": {}, "
-      "\"spine_streamed\": {}, \"spine_window\": {}, \"minimum\": {}}},\n"
+      "\"spine_streamed\": {}, \"spine_window\": {}, \"minimum\": {}, \"device_memory_budget\": {}, \"spine_host\": {}}},\n"
       "  \"spine\": {{\"bytes_read\": {}, \"decode_bytes_read\": {}, \"from_records\": {}}},\n"
       "  \"drives\": [{}\n  ],\n  \"overlap\": {},\n"
       "  \"speculative\": {{\"drafter\": {}, \"steps\": {}, \"verify_passes\": {}, \"drafted\": {}, \"accepted\": {}, "
@@ -61,7 +61,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       s.peak_cache_bytes, s.cache_budget_bytes, r.state_bytes, engine.summary().state_bytes_per_position,
       engine.summary().memory_budget, json_string(engine.summary().memory_source), engine.summary().spine_resident_bytes,
       engine.summary().spine_streamed_bytes, engine.summary().spine_window_bytes, engine.summary().minimum_bytes,
-      s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, s.spine_record_bytes_read, drives, overlap, json_string(r.drafter), r.speculative.steps,
+      engine.summary().device_memory_budget, engine.summary().spine_host_bytes, s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, s.spine_record_bytes_read, drives, overlap, json_string(r.drafter), r.speculative.steps,
       r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
       r.speculative.probes, r.speculative.shadow_guesses, r.speculative.shadow_accepted, r.speculative.off,
       r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,

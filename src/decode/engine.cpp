@@ -34,10 +34,26 @@ uint64_t all_experts_bytes(const ExpertReader& reader, const ExpertTable& expert
   return records * expert_slot_bytes(reader, experts);
 }
 
-// The memory plan of one engine under EngineOptions (memory_plan.hpp): the budget is --memory-gb,
-// else the machine's default; without either (no /proc) nothing is checked, the spine is resident
-// and the expert share is --cache-gb or 4 GB.
-BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, std::string& source) {
+// The host's budget: --memory-gb (at most what the machine can give), else the machine's
+// default; nullopt where neither is known (no /proc).
+std::optional<DefaultBudget> host_budget(double memory_gb, const char* flag) {
+  if (memory_gb <= 0) return default_memory_budget();
+  const DefaultBudget budget{static_cast<uint64_t>(memory_gb * 1e9), flag};
+  // A budget past what the machine and its cgroups can give ends in the OOM killer, not here.
+  if (const auto avail = memory_available(); avail && budget.bytes > avail->bytes)
+    fail("{} {}: more than this machine can give this process ({} available: {}); give at most {} {}", flag, memory_gb,
+         human_bytes(avail->bytes), avail->source, flag, std::floor(avail->bytes / 1e7) / 1e2);
+  return budget;
+}
+
+// The memory plan of one engine under EngineOptions (memory_plan.hpp). One pool: the budget is
+// --memory-gb (or --device-memory-gb, the same pool), else the machine's default; without
+// either (no /proc) nothing is checked, the spine is resident and the expert share is --cache-gb
+// or 4 GB. Two pools: the device's budget is --device-memory-gb, else its free memory less a
+// margin; the host's is --memory-gb as above.
+BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, const std::vector<MemoryPool>& pools,
+                       std::string& source, std::string& device_source) {
+  const bool two_pools = pools.size() > 1 && !pools.back().host_visible;
   BudgetInput in;
   in.units = spine_units(m.bytes);
   in.state = m.state;
@@ -49,28 +65,49 @@ BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, std::strin
   in.top_k = m.top_k;
   if (o.cache_gb > 0 || o.cache_gb_given) in.expert_cap = static_cast<uint64_t>(o.cache_gb * 1e9);
   in.cap_fixed = o.cache_gb_given;
-  std::optional<DefaultBudget> budget;
-  if (o.memory_gb > 0) {
-    budget = DefaultBudget{static_cast<uint64_t>(o.memory_gb * 1e9), "--memory-gb"};
-    // A budget past what the machine and its cgroups can give ends in the OOM killer, not here.
-    if (const auto avail = memory_available(); avail && budget->bytes > avail->bytes)
-      fail("--memory-gb {}: more than this machine can give this process ({} available: {}); give at most --memory-gb {}",
-           o.memory_gb, human_bytes(avail->bytes), avail->source, std::floor(avail->bytes / 1e7) / 1e2);
-  } else {
-    budget = default_memory_budget();
+  if (!two_pools) {
+    if (o.device_memory_gb > 0 && o.memory_gb > 0 && o.device_memory_gb != o.memory_gb)
+      fail("--device-memory-gb {}: this backend has one memory pool (the host's), so the device's budget is --memory-gb {}; "
+           "give one of them",
+           o.device_memory_gb, o.memory_gb);
+    const double gb = o.memory_gb > 0 ? o.memory_gb : o.device_memory_gb;
+    const char* flag = o.memory_gb > 0 || o.device_memory_gb == 0 ? "--memory-gb" : "--device-memory-gb";
+    const std::optional<DefaultBudget> budget = host_budget(gb, flag);
+    if (!budget) {
+      if (!in.expert_cap) in.expert_cap = 4'000'000'000;
+      in.budget = UINT64_MAX / 4;
+      source = "unchecked (the machine's free memory is unknown)";
+    } else {
+      in.budget = budget->bytes;
+      source = budget->source;
+    }
+    in.flag = flag;
+    const std::string what = gb > 0 ? fmt::format("{}: {} {}", o.model_dir, flag, gb)
+                                    : fmt::format("{}: the default memory budget of {} ({})", o.model_dir,
+                                                  human_bytes(in.budget), source);
+    return plan_budget(in, what);
   }
-  if (!budget) {
-    if (!in.expert_cap) in.expert_cap = 4'000'000'000;
-    in.budget = UINT64_MAX / 4;
-    source = "unchecked (the machine's free memory is unknown)";
-  } else {
-    in.budget = budget->bytes;
-    source = budget->source;
+  const MemoryPool& device = pools.back();
+  DefaultBudget dev = default_device_budget(device.free, device.size);
+  if (o.device_memory_gb > 0) {
+    dev = {static_cast<uint64_t>(o.device_memory_gb * 1e9), "--device-memory-gb"};
+    if (device.free && dev.bytes > device.free)
+      fail("--device-memory-gb {}: more than the device has free ({} of {}); give at most --device-memory-gb {}",
+           o.device_memory_gb, human_bytes(device.free), human_bytes(device.size), std::floor(device.free / 1e7) / 1e2);
   }
-  const std::string what = o.memory_gb > 0 ? fmt::format("{}: --memory-gb {}", o.model_dir, o.memory_gb)
-                                           : fmt::format("{}: the default memory budget of {} ({})", o.model_dir,
-                                                         human_bytes(in.budget), source);
-  return plan_budget(in, what);
+  in.budget = dev.bytes;
+  in.flag = "--device-memory-gb";
+  device_source = dev.source;
+  BudgetPlan plan = plan_budget(in, o.device_memory_gb > 0 ? fmt::format("{}: --device-memory-gb {}", o.model_dir, o.device_memory_gb)
+                                                           : fmt::format("{}: the default device budget of {} ({})", o.model_dir,
+                                                                         human_bytes(dev.bytes), dev.source));
+  const std::optional<DefaultBudget> host = host_budget(o.memory_gb, "--memory-gb");
+  source = host ? host->source : "unchecked (the machine's free memory is unknown)";
+  const uint64_t host_bytes = host ? host->bytes : UINT64_MAX / 4;
+  plan_host(plan, in.units, host_bytes, host_fixed_bytes(m.bytes.spine, m.expert_slot, ExpertStore::kStagingSlots),
+            o.memory_gb > 0 ? fmt::format("{}: --memory-gb {}", o.model_dir, o.memory_gb)
+                            : fmt::format("{}: the default memory budget of {} ({})", o.model_dir, human_bytes(host_bytes), source));
+  return plan;
 }
 
 // Warns about checkpoint tensors the config does not describe (a config with 5 layers for a
@@ -127,6 +164,8 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
     fail("--cache-gb must be a number of GB >= 0 (got {})", options.cache_gb);
   if (!(options.memory_gb >= 0 && options.memory_gb <= 1e9))
     fail("--memory-gb must be a number of GB > 0 (got {})", options.memory_gb);
+  if (!(options.device_memory_gb >= 0 && options.device_memory_gb <= 1e9))
+    fail("--device-memory-gb must be a number of GB > 0 (got {})", options.device_memory_gb);
   if (options.threads < 0) fail("--threads must be >= 0 (0: one per CPU this process may use; got {})", options.threads);
   // Past a few threads per core they only take turns (and each holds a stack): a typo, not a plan.
   const int most_threads = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -76,7 +76,7 @@ BudgetPlan plan_budget(const BudgetInput& in, const std::string& what) {
                                   human_bytes(slot), human_bytes(in.state), human_bytes(in.reserve));
   if (in.others) parts += fmt::format(", {} for the draft model", human_bytes(in.others));
   if (in.budget < p.minimum)
-    fail("{}: below the minimum working set of {} ({}); give at least --memory-gb {}", what, human_bytes(p.minimum), parts,
+    fail("{}: below the minimum working set of {} ({}); give at least {} {}", what, human_bytes(p.minimum), parts, in.flag,
          std::ceil(p.minimum / 1e5) / 1e4);
 
   // The experts' share before the spine's: a fixed --cache-gb, else one layer's selection.
@@ -111,6 +111,38 @@ BudgetPlan plan_budget(const BudgetInput& in, const std::string& what) {
   p.spine_read_per_token = p.spine_streamed;
   p.expert_read_per_token = static_cast<uint64_t>(in.routed_per_token * (1.0 - p.expert_hit_rate) + 0.5);
   return p;
+}
+
+void plan_host(BudgetPlan& p, const std::vector<SpineUnit>& units, uint64_t host_budget, uint64_t host_fixed,
+               const std::string& what) {
+  p.two_pools = true;
+  p.host_budget = host_budget, p.host_fixed = host_fixed;
+  p.host_held.assign(units.size(), false);
+  // Streamed units only, in first-use order, for choose_resident.
+  std::vector<SpineUnit> streamed;
+  std::vector<size_t> at;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (!p.resident[u]) streamed.push_back(units[u]), at.push_back(u);
+  // The least that runs: the fixed share and either every streamed unit held or the window.
+  p.host_minimum = host_fixed + std::min(p.window, p.spine_streamed);
+  if (host_budget < p.host_minimum)
+    fail("{}: below the host's share of {} ({} of working memory and expert staging{}); give at least --memory-gb {}", what,
+         human_bytes(p.host_minimum), human_bytes(host_fixed),
+         p.spine_streamed ? fmt::format(", {} for the streamed spine", human_bytes(p.host_minimum - host_fixed)) : "",
+         std::ceil(p.host_minimum / 1e5) / 1e4);
+  const uint64_t room = host_budget - host_fixed;
+  if (p.spine_streamed > room) p.host_window = p.window;  // room >= window here (the minimum)
+  const std::vector<bool> held = choose_resident(streamed, room - p.host_window);
+  for (size_t i = 0; i < streamed.size(); ++i)
+    if (held[i]) p.host_held[at[i]] = true, p.spine_host += streamed[i].bytes;
+  p.spine_read_per_token = p.spine_streamed - p.spine_host;
+  p.upload_per_token = p.spine_streamed + p.expert_read_per_token;
+}
+
+DefaultBudget default_device_budget(uint64_t device_free, uint64_t device_size) {
+  const uint64_t margin = std::max<uint64_t>(device_size / 50, 512'000'000);
+  return DefaultBudget{device_free > margin ? device_free - margin : 0,
+                       "the device's free memory less 2% of its size, at least 512 MB"};
 }
 
 std::optional<DefaultBudget> default_memory_budget() {

@@ -1,7 +1,12 @@
-// The one memory budget (--memory-gb) and how it is shared: the spine (resident, or streamed a
-// unit at a time through a window), the routed-expert cache, the KV cache and state, a draft
-// model's share and working memory. A pure function of sizes, so `deltafin inspect` (config.json
-// alone) and Engine::open compute the same plan. docs/memory-budget.md works it by hand for K3.
+// The memory budgets and how they are shared: the spine (resident, or streamed a unit at a time
+// through a window), the routed-expert cache, the KV cache and state, a draft model's share and
+// working memory. Where the backend has one pool (CPU, Metal: Backend::memory_pools) that is the
+// one budget, --memory-gb. Where the device has memory of its own the host cannot write (CUDA),
+// plan_budget shares the device's budget (--device-memory-gb) and plan_host then routes the
+// units the device streams through host memory (--memory-gb): held there where they fit, else
+// read from the drives each pass. A pure function of sizes, so `deltafin inspect` (config.json
+// alone) and Engine::open compute the same plan. docs/memory-budget.md works it by hand for K3,
+// docs/cuda.md for K3 on one GPU.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +36,7 @@ struct BudgetInput {
   int64_t top_k = 0;                  // experts a layer selects per position
   std::optional<uint64_t> expert_cap; // an upper bound on the expert share
   bool cap_fixed = false;             // --cache-gb given: the share is exactly the cap, refused when it does not fit
+  std::string flag = "--memory-gb";   // the budget's flag, for the messages
 };
 
 struct BudgetPlan {
@@ -47,6 +53,19 @@ struct BudgetPlan {
   uint64_t spine_read_per_token = 0;
   uint64_t expert_read_per_token = 0;
   uint64_t read_per_token() const { return spine_read_per_token + expert_read_per_token; }
+
+  // Two pools (plan_host): the budget above is the device's; the streamed units pass through
+  // host memory, held there (host_held) where the host budget allows after its fixed share
+  // (working memory, the expert staging slots), else read from the drives each pass into pinned
+  // staging as large as the device's window (host_window). spine_read_per_token is then what the
+  // drives give; every streamed byte and every expert miss is copied to the device each pass.
+  bool two_pools = false;
+  uint64_t host_budget = 0, host_fixed = 0;
+  std::vector<bool> host_held;         // per unit
+  uint64_t spine_host = 0;             // bytes of the host-held units
+  uint64_t host_window = 0;
+  uint64_t host_minimum = 0;           // the smallest host budget that runs this device plan
+  uint64_t upload_per_token = 0;       // host to device per decode pass
 };
 
 // Recurrent-state snapshots a session keeps for rewinds (decode/model_engine.hpp).
@@ -72,6 +91,17 @@ std::vector<SpineUnit> spine_units(const ModelBytes& b);
 // current one computes.
 BudgetPlan plan_budget(const BudgetInput& in, const std::string& what);
 
+// Two pools: routes the units `p` streams (p = plan_budget of the device's budget) through host
+// memory of `host_budget` bytes, `host_fixed` of which is taken. Units are held largest first
+// (ties: first use), so the drives give the fewest bytes per pass. Throws a one-line
+// deltafin::Error starting with `what` ("DIR: --memory-gb 64") when the host cannot hold its
+// fixed share and either every streamed unit or the window the drives stream through.
+void plan_host(BudgetPlan& p, const std::vector<SpineUnit>& units, uint64_t host_budget, uint64_t host_fixed,
+               const std::string& what);
+
+// The host's fixed share with two pools: working memory and `staging_slots` expert staging slots.
+inline uint64_t host_fixed_bytes(uint64_t spine, uint64_t expert_slot, uint64_t staging_slots);
+
 // Working memory (activations, I/O buffers, the runtime): a quarter of the spine, 32 MB to 256 MB.
 uint64_t working_reserve(uint64_t spine);
 
@@ -84,5 +114,14 @@ struct DefaultBudget {
   std::string source;
 };
 std::optional<DefaultBudget> default_memory_budget();
+
+// The default --device-memory-gb: the device's free memory less a margin for what the plan does
+// not see (the CUDA context's later growth, other processes on the device): 2% of its size, at
+// least 512 MB.
+DefaultBudget default_device_budget(uint64_t device_free, uint64_t device_size);
+
+inline uint64_t host_fixed_bytes(uint64_t spine, uint64_t expert_slot, uint64_t staging_slots) {
+  return working_reserve(spine) + staging_slots * expert_slot;
+}
 
 }  // namespace deltafin

@@ -59,8 +59,16 @@ struct MemoryInputs {
 uint64_t all_experts_bytes(const ExpertReader& reader, const ExpertTable& experts);
 // One slot of the pool: the largest record, 4 KiB-aligned (0 without routed experts).
 uint64_t expert_slot_bytes(const ExpertReader& reader, const ExpertTable& experts);
-// The memory plan for `o` (engine.cpp says where the budget comes from); `source` names it.
-BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, std::string& source);
+// The memory plan for `o` over the backend's pools (engine.cpp says where the budgets come
+// from); `source` names the host's, `device_source` the device's (two pools only).
+BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, const std::vector<MemoryPool>& pools,
+                       std::string& source, std::string& device_source);
+// What the spine stream follows of a plan (io/spine_stream.hpp).
+inline StreamPlan stream_plan(const BudgetPlan& p, const ModelBytes& bytes) {
+  StreamPlan s{p.resident, p.host_held, {}, p.window_units};
+  for (const SpineUnit& u : spine_units(bytes)) s.unit_bytes.push_back(u.bytes);
+  return s;
+}
 // Warns about checkpoint tensors the config does not describe (layers past `layers` + `nextn`).
 void warn_unused_tensors(const WeightIndex& index, int64_t layers, int64_t nextn);
 // The expert reader of the placement (given, or next to the model) or of the shards; `source` says which.
@@ -190,10 +198,11 @@ class ModelEngine final : public Engine {
         plan_(plan_memory(o,
                           {F::bytes(config_), planned_state_bytes(config_, planned_positions(o, config_)),
                            expert_slot_bytes(*reader_, experts_), all_experts_bytes(*reader_, experts_), F::top_k(config_)},
-                          memory_source_)),
+                          backend_->memory_pools(), memory_source_, device_memory_source_)),
         store_(*backend_, *index_, experts_, *reader_, plan_.experts),
-        stream_(plan_.spine_streamed ? std::make_unique<SpineStream>(*backend_, *index_, *reader_, plan_.resident, plan_.window_units)
-                                     : nullptr),
+        stream_(plan_.spine_streamed
+                    ? std::make_unique<SpineStream>(*backend_, *index_, *reader_, stream_plan(plan_, F::bytes(config_)))
+                    : nullptr),
         model_(*index_, config_, *backend_, store_, stream_.get()) {
     summary_.architecture = F::name(config_);
     summary_.backend = backend_->describe();
@@ -259,8 +268,12 @@ class ModelEngine final : public Engine {
   // The plan's figures in the summary (what the receipt prints).
   void summarize_plan() {
     const ModelBytes b = F::bytes(config_);
-    summary_.memory_budget = plan_.budget;
+    summary_.memory_budget = plan_.two_pools ? plan_.host_budget : plan_.budget;
     summary_.memory_source = memory_source_;
+    if (plan_.two_pools) {
+      summary_.device_memory_budget = plan_.budget, summary_.device_memory_source = device_memory_source_;
+      summary_.spine_host_bytes = plan_.spine_host, summary_.host_minimum_bytes = plan_.host_minimum;
+    }
     summary_.spine_resident_bytes = plan_.spine_resident, summary_.spine_streamed_bytes = plan_.spine_streamed;
     summary_.spine_window_bytes = plan_.window;
     summary_.spine_units = plan_.resident.size();
@@ -284,7 +297,7 @@ class ModelEngine final : public Engine {
   std::unique_ptr<Backend> backend_;
   std::string expert_source_;
   std::unique_ptr<ExpertReader> reader_;
-  std::string memory_source_;
+  std::string memory_source_, device_memory_source_;
   BudgetPlan plan_;
   ExpertStore store_;
   std::unique_ptr<SpineStream> stream_;  // the streamed spine units (nullptr: all resident)

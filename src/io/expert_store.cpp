@@ -35,7 +35,7 @@ ExpertStore::ExpertStore(Backend& backend, const WeightIndex& index, const Exper
   } catch (const std::bad_alloc&) {
     fail("out of memory allocating the expert slot pool ({} slots of {}); try a smaller --cache-gb", count, human_bytes(slot));
   }
-  if (!pool_->buffer().host()) {
+  if (needs_staging(pool_->buffer())) {
     const uint64_t staging = std::min(count, kStagingSlots);
     try {
       staging_ = std::make_unique<SlotPool>(backend.allocate_host(slot * staging), slot, staging);
@@ -80,6 +80,11 @@ bool ExpertStore::make_room(uint64_t bytes, uint64_t limit) {
   return true;
 }
 
+Landing ExpertStore::landing(const ExpertWeights& w, uint64_t bytes) const {
+  return Landing(pool_->buffer(), w.offset, bytes, staging_ ? &staging_->buffer() : nullptr,
+                 staging_ ? staging_->offset(w.staging) : 0);
+}
+
 bool ExpertStore::can_start_read() const { return !staging_ || staging_->available(); }
 
 void ExpertStore::start_read(Entry& e, bool urgent) {
@@ -89,7 +94,7 @@ void ExpertStore::start_read(Entry& e, bool urgent) {
   if (w->slot < 0 || bytes > pool_->slot_bytes()) fail("expert {}/{}: no free slot in the pool (budget accounting)", e.layer, e.expert);
   w->offset = pool_->offset(w->slot);
   if (staging_) w->staging = staging_->take();
-  w->record = staging_ ? staging_->host(w->staging) : pool_->host(w->slot);
+  w->record = landing(*w, bytes).host();
   w->bytes = reader_.layout(e.layer, e.expert).payload;
   w->resident_bytes = pool_->slot_bytes();
   w->proj = record_views(experts_.at(e.layer, e.expert), reader_.layout(e.layer, e.expert), w->record);
@@ -115,10 +120,9 @@ void ExpertStore::issue(Key k, const std::shared_ptr<ExpertWeights>& w, bool urg
 void ExpertStore::read_done(Key k, const std::shared_ptr<ExpertWeights>& w, std::exception_ptr error) {
   const bool cancelled = is_cancelled(error);
   if (!error && !reader_.placed()) error = check_finite(k, *w);  // placed records: the reader checked them
-  if (!error && staging_) {
+  if (!error) {
     try {
-      backend_.upload_slot(staging_->buffer(), staging_->offset(w->staging), pool_->buffer(), w->offset,
-                           reader_.buffer_bytes(static_cast<int64_t>(k >> 32), static_cast<int64_t>(k & 0xFFFFFFFF)));
+      landing(*w, reader_.buffer_bytes(static_cast<int64_t>(k >> 32), static_cast<int64_t>(k & 0xFFFFFFFF))).finish(backend_);
     } catch (...) {
       error = std::current_exception();
     }

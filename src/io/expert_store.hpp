@@ -6,11 +6,11 @@
 //     backend holds the handle until the commands reading the expert have completed);
 //     acquire_next(layer, experts): the same for whichever of them is in memory first (the
 //     expert op runs experts in the order their reads land).
-// Memory: one slot pool (io/slot_pool.hpp) of budget / slot bytes slots; reads land in the slots.
-//   Where the host cannot write the pool (CUDA: the slots are device memory), reads land in a few
-//   staging slots of host memory instead (at most kStagingSlots; outside the budget, which is the
-//   device's) and the reader's thread uploads each record into its slot (Backend::upload_slot)
-//   before the expert counts as ready; the staging slots also bound the reads in flight.
+// Memory: one slot pool (io/slot_pool.hpp) of budget / slot bytes slots; reads land in the slots
+//   (io/landing.hpp). Where the host cannot write the pool (CUDA: the slots are device memory),
+//   reads land in a few staging slots of pinned host memory instead (at most kStagingSlots;
+//   outside the budget, which is the device's) and the reader's thread copies each record into
+//   its slot before the expert counts as ready; the staging slots also bound the reads in flight.
 //   prefetch(layer, experts, cap): speculative reads (router lookahead) that only take room from
 //     experts needed later than the prefetched ones; when that layer's request comes, the reads
 //     of guesses it did not choose that have not started yet are cancelled.
@@ -34,6 +34,7 @@
 #include "cpu/weight_view.hpp"
 #include "io/aligned_buffer.hpp"
 #include "io/expert_reader.hpp"
+#include "io/landing.hpp"
 #include "io/slot_pool.hpp"
 #include "weights/expert_table.hpp"
 
@@ -129,6 +130,7 @@ class ExpertStore {
   bool make_room(uint64_t bytes, uint64_t limit);
   uint64_t next_use(const Entry& e) const;  // cycle distance until e's layer runs again; cold: max
   bool can_start_read() const;              // mutex held: a staging slot is free (or none is needed)
+  Landing landing(const ExpertWeights& w, uint64_t bytes) const;  // where w's record lands (its slot, or its staging slot)
   void start_read(Entry& e, bool urgent);   // mutex held; room already made
   // The read of a record into w (mutex not needed), and its completion on the I/O thread.
   void issue(Key k, const std::shared_ptr<ExpertWeights>& w, bool urgent, std::shared_ptr<const std::atomic<bool>> cancel);

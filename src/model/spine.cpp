@@ -5,6 +5,7 @@
 
 #include "cpu/matmul.hpp"
 #include "io/aligned_buffer.hpp"
+#include "io/landing.hpp"
 #include "util/error.hpp"
 #include "weights/finite_check.hpp"
 
@@ -27,22 +28,28 @@ AlignedBuffer host_buffer(const TensorInfo& t) {
 
 }  // namespace
 
-SpineLoader::Staged SpineLoader::stage(const TensorRef& ref) {
+SpineLoader::Staged SpineLoader::stage(const TensorRef& ref, int role) {
   Staged s;
+  s.role = role;
+  const uint64_t bytes = s.bytes = ref.info->nbytes;
   try {
-    s.buffer = backend_.allocate(ref.info->nbytes);
+    s.buffer = backend_.allocate(bytes);
+    std::unique_ptr<Buffer>& staging = staging_[role];
+    if (needs_staging(*s.buffer) && (!staging || staging->bytes() < bytes)) {
+      staging.reset();
+      staging = backend_.allocate_host(bytes);
+    }
   } catch (const std::bad_alloc&) {
     out_of_memory(*ref.info);
   }
-  if (!s.buffer->host()) s.staging = host_buffer(*ref.info);
-  std::byte* host = s.buffer->host() ? s.buffer->host() : s.staging.data();
-  index_.read(ref, host);
-  s.host = host;
+  const Landing landing(*s.buffer, 0, bytes, staging_[role].get());
+  index_.read(ref, landing.host());
+  s.host = landing.host();
   return s;
 }
 
 std::unique_ptr<Buffer> SpineLoader::commit(Staged s) {
-  if (!s.buffer->host()) backend_.upload(s.host, *s.buffer, 0, s.staging.size());
+  Landing(*s.buffer, 0, s.bytes, staging_[s.role].get()).finish(backend_);
   bytes_ += s.buffer->bytes();
   return std::move(s.buffer);
 }
@@ -51,8 +58,8 @@ std::unique_ptr<Buffer> SpineLoader::commit(Staged s) {
 SpineMatrix SpineLoader::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const MatrixRef ref = index_.matrix(name, rows, cols);
   if (stream_ && stream_->streamed(unit_)) return streamed(ref);
-  Staged data = stage(ref.weight), scales;
-  if (ref.scale.info) scales = stage(ref.scale);
+  Staged data = stage(ref.weight, 0), scales;
+  if (ref.scale.info) scales = stage(ref.scale, 1);
   require_finite(WeightView{ref.format, data.host, rows, cols, scales.host}, ref.weight.info->name,
                  ref.scale.info ? ref.scale.info->name : "");
   SpineMatrix m;
@@ -65,18 +72,16 @@ SpineMatrix SpineLoader::matrix(const std::string& name, int64_t rows, int64_t c
   return m;
 }
 
-// Buffers only: the stream reads the bytes each pass (and checks them on the first).
+// Where the stream puts the matrix (spine_stream.hpp); it reads the bytes each pass.
 SpineMatrix SpineLoader::streamed(const MatrixRef& ref) {
   SpineMatrix m;
   try {
-    m.data = backend_.allocate(ref.weight.info->nbytes);
-    if (ref.scale.info) m.scales = backend_.allocate(ref.scale.info->nbytes);
+    StreamedMatrix placed = stream_->add(unit_, ref);
+    m.data = std::move(placed.data), m.scales = std::move(placed.scales), m.weight = placed.weight;
   } catch (const std::bad_alloc&) {
     out_of_memory(*ref.weight.info);
   }
-  m.weight = {ref.format, ref.rows, ref.cols, m.data.get(), 0, m.scales.get(), 0};
-  stream_->add(unit_, ref, m.data.get(), m.scales.get());
-  bytes_ += m.bytes();
+  bytes_ += ref.bytes();
   return m;
 }
 

@@ -1,7 +1,8 @@
 // Resident ("spine") weights: everything but the routed experts, read once at load in their
-// stored formats into backend buffers (straight into them where the host can write them).
+// stored formats into backend buffers (io/landing.hpp: straight into them where the host can
+// write them, else through pinned staging memory reused from tensor to tensor).
 // Every tensor is checked for NaN and Inf as it loads. With a SpineStream, the matrices of a
-// streamed unit (begin_unit) get their buffers but are read every pass instead
+// streamed unit (begin_unit) get their place from the stream, which reads them every pass
 // (io/spine_stream.hpp). Norm weights, the router's correction bias and K3's small parameters are
 // widened to fp32 vectors.
 #pragma once
@@ -18,9 +19,8 @@
 namespace deltafin {
 
 struct SpineMatrix {
-  std::unique_ptr<Buffer> data, scales;
+  std::unique_ptr<Buffer> data, scales;  // none where the weight lies in a streamed unit's window slot
   Weight weight;
-  uint64_t bytes() const { return data->bytes() + (scales ? scales->bytes() : 0); }
 };
 
 // An fp32 vector as a [1, n] tensor (tensor.buffer is nullptr when absent).
@@ -53,14 +53,15 @@ class SpineLoader {
   const WeightIndex& index() const { return index_; }
 
  private:
-  // A tensor read into host memory: the backend buffer itself when the host can write it, else a
-  // staging copy that commit() uploads.
+  // A tensor read into host memory (landing.hpp): the backend buffer itself when the host can
+  // write it, else staging_[role] (0: data, 1: scales), which commit() uploads.
   struct Staged {
     std::unique_ptr<Buffer> buffer;
-    AlignedBuffer staging;
     const std::byte* host = nullptr;
+    uint64_t bytes = 0;
+    int role = 0;
   };
-  Staged stage(const TensorRef& ref);
+  Staged stage(const TensorRef& ref, int role);
   SpineMatrix streamed(const MatrixRef& ref);
   std::unique_ptr<Buffer> commit(Staged staged);
 
@@ -69,6 +70,7 @@ class SpineLoader {
   SpineStream* stream_;
   int64_t unit_ = -1;
   uint64_t bytes_ = 0;
+  std::unique_ptr<Buffer> staging_[2];  // pinned host memory, grown to the largest tensor staged
 };
 
 }  // namespace deltafin

@@ -118,6 +118,15 @@ class CudaBackend final : public Backend {
   DeviceTimes times() const override { return timer_->times(); }
 
   // --- memory ---------------------------------------------------------------------------
+  // Two pools: pinned host memory (the staging the device copies from) and the device's memory,
+  // whose free bytes cudaMemGetInfo gives.
+  std::vector<MemoryPool> memory_pools() const override {
+    bind();
+    size_t free = 0, total = 0;
+    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    MemoryPool device{"device", false, total, free};
+    return {host_memory_pool("host (pinned)"), device};
+  }
   std::unique_ptr<Buffer> allocate(uint64_t bytes) override {
     bind();
     return CudaBuffer::allocate(CudaBuffer::Kind::kDevice, bytes);

@@ -85,6 +85,8 @@ class MetalBackend final : public MetalOps {
   int threads() const override { return 1; }
 
   // --- memory ---------------------------------------------------------------------------
+  // Unified memory: one pool, the host's, which the host writes directly.
+  std::vector<MemoryPool> memory_pools() const override { return {host_memory_pool("unified")}; }
   std::unique_ptr<Buffer> allocate(uint64_t bytes) override {
     const uint64_t length = std::max<uint64_t>(bytes, 16);
     if (length > device_.maxBufferLength)

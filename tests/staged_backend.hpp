@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "backend/backend.hpp"
-#include "io/aligned_buffer.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/error.hpp"
 
 namespace deltafin::test {

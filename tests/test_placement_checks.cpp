@@ -16,7 +16,7 @@
 
 #include <deltafin/engine.hpp>
 
-#include "io/expert_record.hpp"
+#include "weights/expert_record.hpp"
 #include "model/family.hpp"
 #include "placement_bench.hpp"
 #include "test_util.hpp"

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "cpu/weight_view.hpp"
-#include "io/aligned_buffer.hpp"
+#include "util/aligned_buffer.hpp"
 #include "io/expert_reader.hpp"
 #include "io/slot_pool.hpp"
 #include "weights/expert_table.hpp"

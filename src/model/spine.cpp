@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "cpu/matmul.hpp"
-#include "io/aligned_buffer.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/error.hpp"
 #include "weights/finite_check.hpp"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "io/aligned_buffer.hpp"
+#include "util/aligned_buffer.hpp"
 #include "io/spine_stream.hpp"
 #include "weights/weight_index.hpp"
 

@@ -10,11 +10,11 @@
 #include <thread>
 
 #include "decode/model_engine.hpp"
-#include "util/aligned_buffer.hpp"
 #include "model/family.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/error.hpp"
-#include "util/memory_available.hpp"
 #include "util/human_bytes.hpp"
+#include "util/memory_available.hpp"
 #include "weights/placement.hpp"
 
 namespace deltafin {

@@ -18,12 +18,12 @@
 #include <numeric>
 
 #include "util/aligned_buffer.hpp"
-#include "weights/expert_record.hpp"
-#include "util/read_only_file.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/human_bytes.hpp"
 #include "util/input_file.hpp"
+#include "util/read_only_file.hpp"
+#include "weights/expert_record.hpp"
 #include "weights/finite_check.hpp"
 #include "weights/spine_tensors.hpp"
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "util/aligned_buffer.hpp"
 #include "io/spine_stream.hpp"
+#include "util/aligned_buffer.hpp"
 #include "weights/weight_index.hpp"
 
 namespace deltafin {

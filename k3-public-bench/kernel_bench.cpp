@@ -71,7 +71,7 @@ HWY_AFTER_NAMESPACE();
 #include "backend/backend.hpp"
 #include "cpu/matmul.hpp"
 #include "cpu/simd_target.hpp"
-#include "io/aligned_buffer.hpp"
+#include "util/aligned_buffer.hpp"
 
 namespace bench {
 HWY_EXPORT(ReadSum);
@@ -114,18 +114,9 @@ struct Format {
   WeightFormat format;
 };
 
-// Bytes of one [rows, cols] matrix and of its scales.
+// Bytes of one [rows, cols] matrix and of its scales (cpu/weight_format.hpp).
 std::pair<size_t, size_t> sizes(WeightFormat f) {
-  const int64_t rows = kRows, cols = kCols;
-  switch (f) {
-    case WeightFormat::F32: return {rows * cols * 4, 0};
-    case WeightFormat::BF16:
-    case WeightFormat::F16: return {rows * cols * 2, 0};
-    case WeightFormat::F8_E4M3_BLOCK128: return {rows * cols, ((rows + 127) / 128) * ((cols + 127) / 128) * 4};
-    case WeightFormat::MXFP4: return {rows * cols / 2, rows * (cols / 32)};
-    case WeightFormat::INT4_G32: return {rows * ((cols + 7) / 8) * 4, rows * ((cols + 31) / 32) * 2};
-  }
-  return {0, 0};
+  return {stored_data_bytes(f, kRows, kCols), stored_scale_bytes(f, kRows, kCols)};
 }
 
 uint16_t f32_to_f16_bits(float v) {  // round to nearest; |v| well inside the normal fp16 range

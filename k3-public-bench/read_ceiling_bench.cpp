@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "io/aligned_buffer.hpp"
-#include "io/read_only_file.hpp"
+#include "util/aligned_buffer.hpp"
+#include "util/read_only_file.hpp"
 
 using namespace deltafin;
 

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/aligned_buffer.hpp"
+#include "util/aligned_buffer.hpp"
 #include "weights/finite_check.hpp"
 
 using namespace deltafin;
@@ -39,15 +39,9 @@ struct Format {
   WeightFormat format;
 };
 
-// Bytes of one [rows, cols] matrix and of its scales in `f` (weights/finite_check.hpp's layouts).
+// Bytes of one [rows, cols] matrix and of its scales in `f` (cpu/weight_format.hpp).
 std::pair<uint64_t, uint64_t> matrix_bytes(WeightFormat f, int64_t rows, int64_t cols) {
-  switch (f) {
-    case WeightFormat::BF16: return {rows * cols * 2, 0};
-    case WeightFormat::F8_E4M3_BLOCK128: return {rows * cols, ((rows + 127) / 128) * ((cols + 127) / 128) * 4};
-    case WeightFormat::MXFP4: return {rows * cols / 2, rows * ((cols + 31) / 32)};
-    case WeightFormat::INT4_G32: return {rows * ((cols + 7) / 8) * 4, rows * ((cols + 31) / 32) * 2};
-    default: return {rows * cols * 4, 0};
-  }
+  return {stored_data_bytes(f, rows, cols), stored_scale_bytes(f, rows, cols)};
 }
 
 // One record: three matrices, each data then scales, back to back (64-byte aligned parts), with

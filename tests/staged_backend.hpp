@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "io/aligned_buffer.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/error.hpp"
 
 namespace deltafin::test {

@@ -16,10 +16,10 @@
 
 #include <deltafin/engine.hpp>
 
-#include "io/expert_record.hpp"
 #include "model/family.hpp"
 #include "placement_bench.hpp"
 #include "test_util.hpp"
+#include "weights/expert_record.hpp"
 #include "weights/placement.hpp"
 
 namespace fs = std::filesystem;

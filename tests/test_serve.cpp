@@ -11,6 +11,7 @@
 #include <numeric>
 #include <thread>
 
+#include "decode/generation.hpp"
 #include "serve/admission.hpp"
 #include "serve/api_error.hpp"
 #include "serve/request.hpp"
@@ -107,19 +108,24 @@ TEST_CASE("serve session cache: reuse gives the logits of a fresh prefill", "[se
     for (int32_t i = 0; i < 8; ++i) committed.push_back(100 + i);
     std::vector<int32_t> turn2(committed.begin(), committed.begin() + 45);  // diverges inside the reply
     for (int32_t i = 0; i < 25; ++i) turn2.push_back(150 + i);
-    auto never = [] { return false; };
+    // What the generation loop does: rewind to the kept prefix, prefill the rest in passes of 16.
+    auto prefill = [](SessionCache& cache, std::span<const int32_t> prompt, int64_t& reused) {
+      reused = cache.reuse(prompt);
+      int64_t appended = 0;
+      return prefill_prompt(cache.session(), prompt, reused, 16, nullptr, nullptr, appended);
+    };
 
-    SessionCache kept(*engine, 16, true);
+    SessionCache kept(*engine, true);
     int64_t reused = -1;
-    kept.prefill(turn1, reused, never);
+    prefill(kept, turn1, reused);
     CHECK(reused == 0);
     kept.session().append(std::span<const int32_t>(committed).subspan(40), false);
     kept.record(committed);
-    const std::vector<float> with_reuse = kept.prefill(turn2, reused, never);
+    const std::vector<float> with_reuse = prefill(kept, turn2, reused);
     CHECK(reused == 45);
 
-    SessionCache fresh(*engine, 16, false);
-    const std::vector<float> without = fresh.prefill(turn2, reused, never);
+    SessionCache fresh(*engine, false);
+    const std::vector<float> without = prefill(fresh, turn2, reused);
     CHECK(reused == 0);
     REQUIRE(with_reuse.size() == without.size());
     CHECK(with_reuse == without);

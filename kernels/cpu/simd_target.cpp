@@ -7,7 +7,8 @@
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 
-#include "util/error.hpp"
+#include <deltafin/error.hpp>
+#include <fmt/format.h>
 
 namespace deltafin::cpu {
 namespace {
@@ -62,7 +63,7 @@ void simd_select(const std::string& name) {
     current_name() = t.name;
     return;
   }
-  fail("DELTAFIN_SIMD={}: not a SIMD target this build runs on this CPU (available: {})", name, joined_names());
+  throw Error(fmt::format("DELTAFIN_SIMD={}: not a SIMD target this build runs on this CPU (available: {})", name, joined_names()));
 }
 
 void simd_select_from_env() {

@@ -12,7 +12,8 @@
 #include <system_error>
 #include <utility>
 
-#include "util/error.hpp"
+#include <deltafin/error.hpp>
+#include <fmt/format.h>
 
 namespace deltafin::cpu {
 namespace {
@@ -54,7 +55,7 @@ ThreadPool::ThreadPool(int threads) : size_(std::max(threads, 1)) {
   } catch (const std::system_error& e) {  // a pids or memory limit: stop the ones started, say so
     const size_t started = workers_.size();
     stop_workers();
-    fail("cannot start {} worker threads ({} started: {}); try a smaller --threads", size_ - 1, started, e.what());
+    throw Error(fmt::format("cannot start {} worker threads ({} started: {}); try a smaller --threads", size_ - 1, started, e.what()));
   }
 }
 

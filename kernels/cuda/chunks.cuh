@@ -20,15 +20,7 @@ template <WeightFormat F>
 inline constexpr int kChunkElems = chunk_elems(F);
 
 __host__ __device__ inline int64_t row_bytes(const WMat& w) {
-  switch (w.format) {
-    case WeightFormat::F32: return 4 * w.cols;
-    case WeightFormat::F16:
-    case WeightFormat::BF16: return 2 * w.cols;
-    case WeightFormat::F8_E4M3_BLOCK128: return w.cols;
-    case WeightFormat::MXFP4: return w.cols / 2;
-    case WeightFormat::INT4_G32: return 4 * ((w.cols + 7) / 8);
-  }
-  return 0;
+  return static_cast<int64_t>(stored_row_bytes(w.format, static_cast<uint64_t>(w.cols)));
 }
 
 // Whether the rows can be read as 16-byte vectors (16-byte aligned).

@@ -17,7 +17,7 @@
 #include "cpu/simd_target.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/vec_ops.hpp"
-#include "io/aligned_buffer.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/cpus_available.hpp"
 #include "util/error.hpp"
 

@@ -2,7 +2,8 @@
 // dropped from every text prompt, so `echo TEXT |`, a file and -p TEXT agree), optionally in the model's
 // chat format, prefilled in passes of --chunk positions, then decoded (speculatively when a
 // drafter is on: the target checks every guess, so the output is plain decoding's) and streamed
-// to stdout as UTF-8-safe text (or ids with --ids). Ctrl-C stops cleanly; --stats
+// to stdout as UTF-8-safe text (or ids with --ids), by the generation loop serve shares
+// (decode/generation.hpp). Ctrl-C stops cleanly; --stats
 // (--stats=full: every counter) prints the receipt to stderr either way.
 #include <chrono>
 #include <csignal>
@@ -11,17 +12,16 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <string_view>
 
 #include "cli/commands.hpp"
 #include "cli/compute_starvation.hpp"
 #include "cli/progress.hpp"
 #include "decode/drafter.hpp"
+#include "decode/generation.hpp"
 #include "decode/sampler.hpp"
-#include "decode/speculative.hpp"
 #include "text/chat_format.hpp"
-#include "text/stop_strings.hpp"
 #include "text/tokenizer.hpp"
-#include "text/utf8_stream.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
@@ -114,80 +114,65 @@ int run(const RunFlags& f) {
   g_interrupted = 0;
   std::signal(SIGINT, on_sigint);
 
-  const auto t0 = Clock::now();
-  std::vector<float> logits;
-  size_t prefilled = 0;  // what was appended (less than the prompt after Ctrl-C)
-  {
-    Progress progress("prefill", static_cast<int64_t>(prompt.size()));
-    while (prefilled < prompt.size() && !g_interrupted) {
-      const size_t n = std::min<size_t>(f.engine.chunk, prompt.size() - prefilled);
-      logits = session->append(std::span<const int32_t>(prompt).subspan(prefilled, n), false);
-      prefilled += n;
-      progress.update(static_cast<int64_t>(prefilled));
-    }
-  }
-  const auto t1 = Clock::now();
-  const double cpu1 = thread_cpu_seconds();
-  RunReport report;
-  report.at_decode_start = engine->stats();
-  std::vector<int32_t>& generated = report.generated;
-  double first_token_at = 0;  // seconds from the start of the prefill
-  Utf8Stream utf8;
-  StopStrings stops(f.stops);
-  auto emit = [](const std::string& s) {  // stops the run at the first failed write
+  auto emit = [](std::string_view s) {  // stops the run at the first failed write
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
     check_stdout();
   };
-  // Emits one token; false once generation is over (stop token, stop string or -n reached).
-  auto take = [&](int32_t token) {
-    if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) return false;
-    generated.push_back(token);
-    if (generated.size() == 1) first_token_at = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (f.ids) {
-      if (!f.stops.empty()) {  // --stop matches the text the ids spell; the completing id is not printed
-        stops.push(utf8.push(tokenizer->token_bytes(token)));
-        if (stops.stopped()) return false;
-      }
-      emit((generated.size() > 1 ? " " : "") + std::to_string(token));
-    } else {
-      emit(stops.push(utf8.push(tokenizer->token_bytes(token))));
-      if (stops.stopped()) return false;
-    }
-    return static_cast<int64_t>(generated.size()) < f.max_new;
+  GenerationRequest request;
+  request.prompt = prompt;
+  request.chunk = f.engine.chunk;
+  request.max_tokens = f.max_new;
+  request.stop_ids = stop_ids;
+  request.stops = f.stops;
+  // --ids prints no text; with --stop the text is still read, for the stop strings.
+  request.tokenizer = !f.ids || !f.stops.empty() ? tokenizer.get() : nullptr;
+  request.drafter = drafter.get();
+  request.speculative = f.speculative;
+  RunReport report;
+  const auto t0 = Clock::now();
+  Progress progress("prefill", static_cast<int64_t>(prompt.size()));
+  Clock::time_point t1;
+  double cpu1 = 0;
+  GenerationHooks hooks;
+  hooks.stop_now = [] { return g_interrupted != 0; };
+  hooks.prefilled = [&](int64_t position) { progress.update(position); };
+  hooks.decode_start = [&] {
+    progress.finish();
+    t1 = Clock::now();
+    cpu1 = thread_cpu_seconds();
+    report.at_decode_start = engine->stats();
   };
-  SpeculativeDecoder decoder(*session, drafter.get(), sampler, engine->summary().vocab_size, f.speculative);
-  std::vector<int32_t> context = prompt;
-  bool going = !g_interrupted && f.max_new > 0 && !logits.empty();
-  if (going) {  // the first token comes from the prefill's logits
-    context.push_back(sampler.sample(logits));
-    going = take(context.back());
+  if (f.ids) {  // the ids, space-separated; the token that completes a stop string is not printed
+    hooks.text = [](std::string_view) { return true; };
+    hooks.token = [&, printed = int64_t{0}](int32_t token) mutable {
+      emit((printed++ > 0 ? " " : "") + std::to_string(token));
+    };
+  } else {
+    hooks.text = [&](std::string_view text) {
+      emit(text);
+      return true;
+    };
   }
-  while (going && !g_interrupted) {
-    for (int32_t token : decoder.step(context)) {
-      context.push_back(token);
-      if (!(going = take(token))) break;
-    }
-  }
-  if (!f.ids) {
-    emit(stops.push(utf8.finish()));  // sequenced: the held-back tail comes last
-    emit(stops.finish());
-  }
+  const GenerationOutcome out = run_generation(*session, engine->summary().vocab_size, sampler, request, hooks);
   emit("\n");
+  report.generated = out.generated;
   report.at_decode_end = engine->stats();
   const auto t2 = Clock::now();
   report.decode_cpu_seconds = thread_cpu_seconds() - cpu1;
   std::signal(SIGINT, SIG_DFL);
   if (g_interrupted) std::fprintf(stderr, "deltafin: interrupted\n");
   report.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
-  report.prefill_tokens = static_cast<int64_t>(prefilled);
+  report.prefill_tokens = out.prefilled;
   report.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
   // The first token comes from the prefill's logits; the decode produced the rest (tokens, not
   // passes: a speculative pass may commit several).
-  report.decode_tokens = generated.empty() ? 0 : static_cast<int64_t>(generated.size()) - 1;
-  report.decode_passes = static_cast<int64_t>(decoder.stats().steps);
-  report.first_token_seconds = first_token_at;
-  report.speculative = decoder.stats();
+  report.decode_tokens = out.generated.empty() ? 0 : static_cast<int64_t>(out.generated.size()) - 1;
+  report.decode_passes = static_cast<int64_t>(out.speculative.steps);
+  // From the start of the prefill to the first token (0 when the first was a stop token).
+  report.first_token_seconds =
+      out.generated.empty() ? 0 : std::chrono::duration<double>(out.first_token_at - t0).count();
+  report.speculative = out.speculative;
   report.drafter = drafter ? drafter->name() : "off";
   report.state_bytes = session->state_bytes();
   report.page_cache = !f.engine.bypass;

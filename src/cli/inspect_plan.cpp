@@ -13,7 +13,7 @@
 namespace deltafin::cli {
 namespace {
 
-constexpr uint64_t kRecordAlign = 4096;  // expert records are padded to 4 KiB (io/expert_record)
+constexpr uint64_t kRecordAlign = 4096;  // expert records are padded to 4 KiB (weights/expert_record)
 
 std::vector<double> parse_rates(const std::string& text) {
   std::vector<double> rates;

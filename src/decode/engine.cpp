@@ -10,11 +10,11 @@
 #include <thread>
 
 #include "decode/model_engine.hpp"
-#include "io/aligned_buffer.hpp"
 #include "model/family.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/error.hpp"
-#include "util/memory_available.hpp"
 #include "util/human_bytes.hpp"
+#include "util/memory_available.hpp"
 #include "weights/placement.hpp"
 
 namespace deltafin {
@@ -180,7 +180,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
   if (!(options.io_piece_mb >= 0.004 && options.io_piece_mb <= 1024))
     fail("--io-piece-mb must be between 0.004 and 1024 (got {})", options.io_piece_mb);
   const std::string config = (std::filesystem::path(options.model_dir) / "config.json").string();
-  return family_of(config).open_engine(options);
+  return open_family_engine(family_of(config), options);
 }
 
 }  // namespace deltafin

@@ -77,6 +77,10 @@ std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIn
 // The backend the options name (auto: CUDA when a device is present).
 std::unique_ptr<Backend> open_backend(const EngineOptions& o);
 
+struct Family;
+// The engine of `family` (decode/family_engines.cpp).
+std::unique_ptr<Engine> open_family_engine(const Family& family, const EngineOptions& options);
+
 template <class F>
 class ModelSession final : public Session {
  public:

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "io/read_only_file.hpp"
+#include "util/read_only_file.hpp"
 
 namespace deltafin {
 

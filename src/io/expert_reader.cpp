@@ -9,7 +9,7 @@
 #include <limits>
 #include <mutex>
 
-#include "io/aligned_buffer.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/error.hpp"
 #include "weights/finite_check.hpp"
 #include "weights/spine_tensors.hpp"

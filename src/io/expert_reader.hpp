@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "io/drive_queue.hpp"
-#include "io/expert_record.hpp"
+#include "weights/expert_record.hpp"
 #include "weights/expert_table.hpp"
 #include "weights/placement.hpp"
 

@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "cpu/weight_view.hpp"
-#include "io/aligned_buffer.hpp"
 #include "io/expert_reader.hpp"
 #include "io/landing.hpp"
 #include "io/slot_pool.hpp"
+#include "util/aligned_buffer.hpp"
 #include "weights/expert_table.hpp"
 
 namespace deltafin {

@@ -17,13 +17,13 @@
 #include <map>
 #include <numeric>
 
-#include "io/aligned_buffer.hpp"
-#include "io/expert_record.hpp"
-#include "io/read_only_file.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/human_bytes.hpp"
 #include "util/input_file.hpp"
+#include "util/read_only_file.hpp"
+#include "weights/expert_record.hpp"
 #include "weights/finite_check.hpp"
 #include "weights/spine_tensors.hpp"
 

@@ -1,17 +1,15 @@
 // A model family: what the engine and the commands (place, verify, inspect) need to know of one
 // architecture. Each family defines its Family at the end of its model file (model/k2_model.cpp,
-// model/k3_model.cpp) from a traits struct the engine template takes (decode/model_engine.hpp);
-// model/families.cpp lists them. A new family is its model file, its config parser (weights/)
-// and one line in that list.
+// model/k3_model.cpp) and, in its model header, the traits struct the engine template takes
+// (decode/model_engine.hpp); model/families.cpp lists the families, decode/family_engines.cpp
+// pairs each with its engine. A new family is its model file, its config parser (weights/) and one
+// line in each list.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <deltafin/engine.hpp>
 
 #include "weights/expert_table.hpp"
 #include "weights/model_size.hpp"
@@ -34,7 +32,6 @@ struct Family {
   bool (*matches)(std::string_view outer, std::string_view text);
   FamilyDescription (*describe)(const std::string& config_path);
   ExpertTable (*expert_table)(const std::string& config_path, const WeightIndex& index);
-  std::unique_ptr<Engine> (*open_engine)(const EngineOptions& options);
 };
 
 extern const Family kKimiK2Family;  // DeepSeek-V3 architecture: deepseek_v3, kimi_k2 (also nested, as in K2.5)

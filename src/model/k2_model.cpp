@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "decode/model_engine.hpp"
 #include "model/family.hpp"
 #include "model/stream_wait.hpp"
 #include "model/rope.hpp"
@@ -131,23 +130,6 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
 
 namespace {
 
-struct K2Traits {
-  using Config = ModelConfig;
-  using Model = K2Model;
-  using State = LatentKvCache;
-  static constexpr bool kRecurrent = false;
-  static Config load(const std::string& path) { return load_model_config(path); }
-  static ExpertTable experts(const WeightIndex& index, const Config& c) { return k2_expert_table(index, c); }
-  static State new_state(const Model& m) { return m.new_cache(); }
-  static uint64_t state_bytes(const State& s) { return s.bytes(); }
-  static std::string name(const Config& c) { return fmt::format("{} (DeepSeek-V3 architecture)", c.model_type); }
-  static int64_t vocab(const Config& c) { return c.vocab_size; }
-  static int64_t eos(const Config& c) { return c.eos_token_id; }
-  static int64_t context(const Config& c) { return c.max_position_embeddings; }
-  static ModelBytes bytes(const Config& c) { return k2_bytes_from_config(c); }
-  static int64_t top_k(const Config& c) { return c.num_experts_per_tok; }
-};
-
 FamilyDescription describe_k2(const std::string& path) {
   const ModelConfig c = load_model_config(path);
   FamilyDescription d{{}, k2_bytes_from_config(c), c.num_hidden_layers, 0, c.n_routed_experts, c.num_experts_per_tok,
@@ -182,7 +164,6 @@ const Family kKimiK2Family = {
     },
     describe_k2,
     [](const std::string& path, const WeightIndex& index) { return k2_expert_table(index, load_model_config(path)); },
-    [](const EngineOptions& o) -> std::unique_ptr<Engine> { return std::make_unique<ModelEngine<K2Traits>>(o); },
 };
 
 }  // namespace deltafin

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -82,6 +83,24 @@ class K2Model {
   PassStats stats_;
   Lookahead lookahead_;
   SpineStream* stream_ = nullptr;
+};
+
+// The family's traits for the engine template (decode/model_engine.hpp says what each is).
+struct K2Traits {
+  using Config = ModelConfig;
+  using Model = K2Model;
+  using State = LatentKvCache;
+  static constexpr bool kRecurrent = false;
+  static Config load(const std::string& path) { return load_model_config(path); }
+  static ExpertTable experts(const WeightIndex& index, const Config& c) { return k2_expert_table(index, c); }
+  static State new_state(const Model& m) { return m.new_cache(); }
+  static uint64_t state_bytes(const State& s) { return s.bytes(); }
+  static std::string name(const Config& c) { return c.model_type + " (DeepSeek-V3 architecture)"; }
+  static int64_t vocab(const Config& c) { return c.vocab_size; }
+  static int64_t eos(const Config& c) { return c.eos_token_id; }
+  static int64_t context(const Config& c) { return c.max_position_embeddings; }
+  static ModelBytes bytes(const Config& c) { return k2_bytes_from_config(c); }
+  static int64_t top_k(const Config& c) { return c.num_experts_per_tok; }
 };
 
 }  // namespace deltafin

@@ -5,7 +5,6 @@
 
 #include <cmath>
 
-#include "decode/model_engine.hpp"
 #include "model/family.hpp"
 #include "model/stream_wait.hpp"
 
@@ -255,23 +254,6 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
 
 namespace {
 
-struct K3Traits {
-  using Config = K3Config;
-  using Model = K3Model;
-  using State = K3State;
-  static constexpr bool kRecurrent = true;
-  static Config load(const std::string& path) { return load_k3_config(path); }
-  static ExpertTable experts(const WeightIndex& index, const Config& c) { return k3_expert_table(index, c); }
-  static State new_state(const Model& m) { return m.new_state(); }
-  static uint64_t state_bytes(const State& s) { return s.mla.bytes() + s.recurrent->bytes(); }
-  static std::string name(const Config&) { return "kimi_k3 (KDA + gated MLA hybrid)"; }
-  static int64_t vocab(const Config& c) { return c.vocab_size; }
-  static int64_t eos(const Config& c) { return c.eos_token_id; }
-  static int64_t context(const Config& c) { return c.max_position_embeddings; }
-  static ModelBytes bytes(const Config& c) { return k3_bytes_from_config(c); }
-  static int64_t top_k(const Config& c) { return c.num_experts_per_token; }
-};
-
 FamilyDescription describe_k3(const std::string& path) {
   const K3Config c = load_k3_config(path);
   FamilyDescription d{{}, k3_bytes_from_config(c), c.num_hidden_layers, 0, c.num_experts, c.num_experts_per_token,
@@ -301,7 +283,6 @@ const Family kKimiK3Family = {
     },
     describe_k3,
     [](const std::string& path, const WeightIndex& index) { return k3_expert_table(index, load_k3_config(path)); },
-    [](const EngineOptions& o) -> std::unique_ptr<Engine> { return std::make_unique<ModelEngine<K3Traits>>(o); },
 };
 
 }  // namespace deltafin

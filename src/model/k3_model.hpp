@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -119,6 +120,24 @@ class K3Model {
   PassStats stats_;
   Lookahead lookahead_;
   SpineStream* stream_ = nullptr;
+};
+
+// The family's traits for the engine template (decode/model_engine.hpp says what each is).
+struct K3Traits {
+  using Config = K3Config;
+  using Model = K3Model;
+  using State = K3State;
+  static constexpr bool kRecurrent = true;
+  static Config load(const std::string& path) { return load_k3_config(path); }
+  static ExpertTable experts(const WeightIndex& index, const Config& c) { return k3_expert_table(index, c); }
+  static State new_state(const Model& m) { return m.new_state(); }
+  static uint64_t state_bytes(const State& s) { return s.mla.bytes() + s.recurrent->bytes(); }
+  static std::string name(const Config&) { return "kimi_k3 (KDA + gated MLA hybrid)"; }
+  static int64_t vocab(const Config& c) { return c.vocab_size; }
+  static int64_t eos(const Config& c) { return c.eos_token_id; }
+  static int64_t context(const Config& c) { return c.max_position_embeddings; }
+  static ModelBytes bytes(const Config& c) { return k3_bytes_from_config(c); }
+  static int64_t top_k(const Config& c) { return c.num_experts_per_token; }
 };
 
 }  // namespace deltafin

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "cpu/matmul.hpp"
-#include "io/aligned_buffer.hpp"
 #include "io/landing.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/error.hpp"
 #include "weights/finite_check.hpp"
 

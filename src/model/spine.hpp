@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "io/aligned_buffer.hpp"
 #include "io/spine_stream.hpp"
+#include "util/aligned_buffer.hpp"
 #include "weights/weight_index.hpp"
 
 namespace deltafin {

@@ -1,8 +1,9 @@
-// One generation on the server's engine, the way `deltafin run` generates: the prompt prefilled
-// (reusing the cached session's common prefix), the first token from the prefill's logits, then
-// speculative steps (greedy requests only: the drafter was built for greedy decoding; sampled
-// requests decode plainly), ending at a stop token, a stop string or max_tokens. Text goes out
-// UTF-8-safe, with text that could start a stop string held back, as run prints it.
+// One generation on the server's engine, by the loop `deltafin run` uses (decode/generation.hpp):
+// the prompt prefilled (reusing the cached session's common prefix), the first token from the
+// prefill's logits, then speculative steps (greedy requests only: the drafter was built for
+// greedy decoding; sampled requests decode plainly), ending at a stop token, a stop string or
+// max_tokens. Text goes out UTF-8-safe, with text that could start a stop string held back, as
+// run prints it. The sink and the stop predicate are the loop's (TextSink, StopNow).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <deltafin/engine.hpp>
 
 #include "decode/drafter.hpp"
+#include "decode/generation.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
 #include "serve/session_cache.hpp"
@@ -42,11 +44,6 @@ struct GenerationResult {
   int64_t decode_passes = 0;
 };
 
-// Called with text as it becomes final; returns false when it can no longer be delivered.
-using TextSink = std::function<bool(std::string_view text)>;
-// Checked before every prefill pass and every token: true stops the generation ("cancelled").
-using StopNow = std::function<bool()>;
-
 class Generator {
  public:
   // drafter may be nullptr (a greedy one: sampled requests decode without it). reuse_sessions
@@ -70,6 +67,7 @@ class Generator {
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatStyle chat_style_;
   std::vector<int32_t> chat_stop_ids_;
+  int64_t chunk_;
   SessionCache sessions_;
 };
 

@@ -5,8 +5,16 @@
 
 namespace deltafin::serve {
 
-SessionCache::SessionCache(Engine& engine, int64_t chunk, bool reuse)
-    : chunk_(std::max<int64_t>(chunk, 1)), reuse_(reuse), session_(engine.new_session()) {}
+SessionCache::SessionCache(Engine& engine, bool reuse) : reuse_(reuse), session_(engine.new_session()) {}
+
+int64_t SessionCache::reuse(std::span<const int32_t> prompt) {
+  size_t common = 0;
+  if (reuse_)
+    while (common < held_.size() && common + 1 < prompt.size() && held_[common] == prompt[common]) ++common;
+  session_->rewind(static_cast<int64_t>(common));  // the last prompt token is always fed: its logits are needed
+  held_.resize(common);
+  return static_cast<int64_t>(common);
+}
 
 void SessionCache::record(std::span<const int32_t> committed) {
   const size_t held = std::min(committed.size(), static_cast<size_t>(session_->position()));

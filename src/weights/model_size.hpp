@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/weight_format.hpp"
+
 namespace deltafin {
 
 struct ModelBytes {
@@ -27,13 +29,13 @@ struct ModelBytes {
   uint64_t spine_head = 0;
 };
 
-// Stored bytes of a [rows, cols] matrix in each format (weights/dtype.hpp, cpu/weight_view.hpp).
+// Stored bytes of a [rows, cols] matrix in the formats checkpoints use (the table of
+// cpu/weight_format.hpp).
 namespace stored {
-constexpr uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-constexpr uint64_t bf16(uint64_t rows, uint64_t cols) { return 2 * rows * cols; }
-constexpr uint64_t block_fp8(uint64_t rows, uint64_t cols) { return rows * cols + 4 * ceil_div(rows, 128) * ceil_div(cols, 128); }
-constexpr uint64_t int4_g32(uint64_t rows, uint64_t cols) { return 4 * rows * ceil_div(cols, 8) + 2 * rows * ceil_div(cols, 32); }
-constexpr uint64_t mxfp4(uint64_t rows, uint64_t cols) { return rows * cols / 2 + rows * cols / 32; }
+constexpr uint64_t bf16(uint64_t rows, uint64_t cols) { return stored_bytes(WeightFormat::BF16, rows, cols); }
+constexpr uint64_t block_fp8(uint64_t rows, uint64_t cols) { return stored_bytes(WeightFormat::F8_E4M3_BLOCK128, rows, cols); }
+constexpr uint64_t int4_g32(uint64_t rows, uint64_t cols) { return stored_bytes(WeightFormat::INT4_G32, rows, cols); }
+constexpr uint64_t mxfp4(uint64_t rows, uint64_t cols) { return stored_bytes(WeightFormat::MXFP4, rows, cols); }
 }  // namespace stored
 
 }  // namespace deltafin

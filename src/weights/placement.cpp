@@ -12,10 +12,10 @@
 
 #include <fmt/ranges.h>
 
-#include "io/expert_record.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/json_string.hpp"
+#include "weights/expert_record.hpp"
 
 namespace deltafin {
 namespace {

@@ -9,8 +9,8 @@
 
 #include <fmt/chrono.h>
 
-#include "io/expert_record.hpp"
-#include "io/read_only_file.hpp"
+#include "util/read_only_file.hpp"
+#include "weights/expert_record.hpp"
 #include "weights/placement.hpp"
 #include "weights/spine_tensors.hpp"
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "io/expert_record.hpp"
+#include "weights/expert_record.hpp"
 
 namespace deltafin {
 namespace {

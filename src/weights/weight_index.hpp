@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cpu/weight_view.hpp"
-#include "io/read_only_file.hpp"
+#include "util/read_only_file.hpp"
 #include "weights/safetensors.hpp"
 
 namespace deltafin {

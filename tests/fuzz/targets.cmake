@@ -13,7 +13,7 @@ deltafin_fuzzer(safetensors CORPUS corpus
 deltafin_fuzzer(config CORPUS config-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/weights/model_config.cpp ${DELTAFIN_FUZZ_SRC}/weights/k3_config.cpp)
 deltafin_fuzzer(placement CORPUS placement-corpus
-                SOURCES ${DELTAFIN_FUZZ_SRC}/weights/placement.cpp ${DELTAFIN_FUZZ_SRC}/io/expert_record.cpp
+                SOURCES ${DELTAFIN_FUZZ_SRC}/weights/placement.cpp ${DELTAFIN_FUZZ_SRC}/weights/expert_record.cpp
                         ${DELTAFIN_FUZZ_SRC}/weights/dtype.cpp)
 deltafin_fuzzer(tokenizer_json CORPUS tokenizer-json-corpus SOURCES ${DELTAFIN_TEXT_SOURCES}
                 LIBS PkgConfig::PCRE2 PkgConfig::ICU)

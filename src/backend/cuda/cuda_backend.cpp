@@ -36,37 +36,9 @@ namespace {
 using cuda::check;
 using cuda::CudaBuffer;
 
-// Stored bytes of a weight's data and of its scales.
-uint64_t data_bytes(const Weight& w) {
-  const uint64_t r = w.rows, c = w.cols;
-  switch (w.format) {
-    case WeightFormat::F32: return 4 * r * c;
-    case WeightFormat::F16:
-    case WeightFormat::BF16: return 2 * r * c;
-    case WeightFormat::F8_E4M3_BLOCK128: return r * c;
-    case WeightFormat::MXFP4: return r * c / 2;
-    case WeightFormat::INT4_G32: return 4 * r * ((c + 7) / 8);
-  }
-  return 0;
-}
-
-uint64_t scale_bytes(const Weight& w) {
-  const uint64_t r = w.rows, c = w.cols;
-  switch (w.format) {
-    case WeightFormat::F8_E4M3_BLOCK128: return 4 * ((r + 127) / 128) * ((c + 127) / 128);
-    case WeightFormat::MXFP4: return r * c / 32;
-    case WeightFormat::INT4_G32: return 2 * r * ((c + 31) / 32);
-    default: return 0;
-  }
-}
-
-// Element size the format's data and scales are read in (their alignment).
-uint64_t data_alignment(WeightFormat f) {
-  return f == WeightFormat::F32 || f == WeightFormat::INT4_G32 ? 4 : f == WeightFormat::F16 || f == WeightFormat::BF16 ? 2 : 1;
-}
-uint64_t scale_alignment(WeightFormat f) {
-  return f == WeightFormat::F8_E4M3_BLOCK128 ? 4 : f == WeightFormat::INT4_G32 ? 2 : 1;
-}
+// Stored bytes of a weight's data and of its scales (cpu/weight_format.hpp).
+uint64_t data_bytes(const Weight& w) { return stored_data_bytes(w.format, w.rows, w.cols); }
+uint64_t scale_bytes(const Weight& w) { return stored_scale_bytes(w.format, w.rows, w.cols); }
 
 uint64_t align256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 

@@ -40,10 +40,6 @@ void same_shape(const Tensor& a, const Tensor& b, const char* op) {
     fail("metal backend: {} of [{}, {}] and [{}, {}]", op, a.rows, a.cols, b.rows, b.cols);
 }
 
-uint64_t element_alignment(WeightFormat f) {
-  return f == WeightFormat::F32 || f == WeightFormat::INT4_G32 ? 4 : f == WeightFormat::F16 || f == WeightFormat::BF16 ? 2 : 1;
-}
-
 // A weight's argument struct and its data and scale bindings (the scales bind the data's buffer
 // when the format has none, so that every index is bound).
 struct BoundWeight {
@@ -57,7 +53,7 @@ BoundWeight bind_weight(const Weight& w, const char* what) {
                          w.format == WeightFormat::INT4_G32;
   if (quantized && (!w.scales || !w.scales->host())) fail("metal backend: {} has no scales", what);
   if (w.format == WeightFormat::MXFP4 && w.cols % 32 != 0) fail("metal backend: {}: MXFP4 with {} columns (not a multiple of 32)", what, w.cols);
-  if (w.data_offset % element_alignment(w.format) != 0)
+  if (w.data_offset % data_alignment(w.format) != 0)
     fail("metal backend: {}: data offset {} is not aligned to its elements", what, w.data_offset);
   BoundWeight b;
   b.args = {static_cast<uint32_t>(w.format), u32(w.rows, "weight rows"), u32(w.cols, "weight cols"),

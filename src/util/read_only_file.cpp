@@ -1,5 +1,5 @@
 // ReadOnlyFile: open(O_RDONLY) + pread loop.
-#include "io/read_only_file.hpp"
+#include "util/read_only_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "io/aligned_buffer.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
 

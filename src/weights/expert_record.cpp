@@ -1,5 +1,5 @@
 // Expert record layout (see expert_record.hpp).
-#include "io/expert_record.hpp"
+#include "weights/expert_record.hpp"
 
 namespace deltafin {
 

@@ -168,41 +168,32 @@ TEST_CASE("device spine streaming is bit-identical: K3", "[device-memory][exactn
   check_device_stream<K3Model>("k3_tiny_mxfp4", Fixture<K3Config>{load_k3_config, k3_expert_table});
 }
 
-namespace {
-
-void contains(const std::string& text, const std::string& part) {
-  INFO(part);
-  CHECK(text.find(part) != std::string::npos);
-}
-
-}  // namespace
-
 TEST_CASE("inspect --device-memory-gb: the real K3 on an H100 and an H200, as in docs/cuda.md", "[device-memory]") {
   const std::string dir = test::fixture("k3_real_config");
   const auto h100 = test::run_deltafin("inspect -m " + dir + " --device-memory-gb 82 --memory-gb 64");
   INFO(h100.output);
   REQUIRE(h100.exit_code == 0);
-  contains(h100.output, "device         82.0000 GB: spine 76.341395 GB resident + 37.168137 GB streamed (window 2.535488 GB), "
+  test::check_contains(h100.output, "device         82.0000 GB: spine 76.341395 GB resident + 37.168137 GB streamed (window 2.535488 GB), "
                         "experts 0.317455 GB");
-  contains(h100.output, "host           64.0000 GB: streamed spine 37.168137 GB held + 0.000000 GB from the drives");
-  contains(h100.output, "resident       embedding, layers 0-6, layers 8-10,");
-  contains(h100.output, "layers 68-70, layer 72, head");
-  contains(h100.output, "from host      layer 7, layer 11,");
-  contains(h100.output, "layer 71, layers 73-92");
-  contains(h100.output, "from drives    nothing");
-  contains(h100.output, "to device      62.992041 GB a token, host to device = streamed spine 37.168137 GB + expert reads 25.823904 GB");
+  test::check_contains(h100.output, "host           64.0000 GB: streamed spine 37.168137 GB held + 0.000000 GB from the drives");
+  test::check_contains(h100.output, "resident       embedding, layers 0-6, layers 8-10,");
+  test::check_contains(h100.output, "layers 68-70, layer 72, head");
+  test::check_contains(h100.output, "from host      layer 7, layer 11,");
+  test::check_contains(h100.output, "layer 71, layers 73-92");
+  test::check_contains(h100.output, "from drives    nothing");
+  test::check_contains(h100.output, "to device      62.992041 GB a token, host to device = streamed spine 37.168137 GB + expert reads 25.823904 GB");
   const auto small_host = test::run_deltafin("inspect -m " + dir + " --device-memory-gb 82 --memory-gb 16");
-  contains(small_host.output, "host           16.0000 GB: streamed spine 12.254033 GB held + 24.914104 GB from the drives "
+  test::check_contains(small_host.output, "host           16.0000 GB: streamed spine 12.254033 GB held + 24.914104 GB from the drives "
                               "(pinned window 2.535488 GB)");
-  contains(small_host.output, "read/token     50.738008 GB = spine 24.914104 GB + experts 25.823904 GB");
+  test::check_contains(small_host.output, "read/token     50.738008 GB = spine 24.914104 GB + experts 25.823904 GB");
 
   const auto h200 = test::run_deltafin("inspect -m " + dir + " --device-memory-gb 141 --memory-gb 64");
   INFO(h200.output);
   REQUIRE(h200.exit_code == 0);
-  contains(h200.output, "device         141.0000 GB: spine 113.509532 GB resident + 0.000000 GB streamed (window 0.000000 GB), "
+  test::check_contains(h200.output, "device         141.0000 GB: spine 113.509532 GB resident + 0.000000 GB streamed (window 0.000000 GB), "
                         "experts 24.684806 GB");
-  contains(h200.output, "from host      nothing");
-  contains(h200.output, "to device      25.388772 GB a token");
+  test::check_contains(h200.output, "from host      nothing");
+  test::check_contains(h200.output, "to device      25.388772 GB a token");
 }
 
 TEST_CASE("bad --device-memory-gb values and a second budget for one pool are refused in one line", "[device-memory][bad-input]") {
@@ -212,20 +203,20 @@ TEST_CASE("bad --device-memory-gb values and a second budget for one pool are re
       INFO(cmd + bad);
       INFO(r.output);
       CHECK(r.exit_code == 1);
-      contains(r.output, "--device-memory-gb must be a number of GB > 0");
+      test::check_contains(r.output, "--device-memory-gb must be a number of GB > 0");
     }
   }
   const auto both = test::run_deltafin("run -p hi -n 2 --draft off --memory-gb 1 --device-memory-gb 2");
   CHECK(both.exit_code == 1);
   CHECK(std::count(both.output.begin(), both.output.end(), '\n') == 1);
-  contains(both.output, "--device-memory-gb 2: this backend has one memory pool (the host's), so the device's budget is --memory-gb 1");
+  test::check_contains(both.output, "--device-memory-gb 2: this backend has one memory pool (the host's), so the device's budget is --memory-gb 1");
   const auto below = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --device-memory-gb 4");
   CHECK(below.exit_code == 1);
-  contains(below.output, "--device-memory-gb 4: below the minimum working set of 5.17 GB");
-  contains(below.output, "give at least --device-memory-gb 5.1721");
+  test::check_contains(below.output, "--device-memory-gb 4: below the minimum working set of 5.17 GB");
+  test::check_contains(below.output, "give at least --device-memory-gb 5.1721");
   const auto host = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --device-memory-gb 82 --memory-gb 2");
   CHECK(host.exit_code == 1);
-  contains(host.output, "--memory-gb 2: below the host's share of 3.35 GB");
+  test::check_contains(host.output, "--memory-gb 2: below the host's share of 3.35 GB");
 }
 
 TEST_CASE("on the CPU --device-memory-gb is the one budget: a streamed spine gives the resident run's ids", "[device-memory][exactness]") {
@@ -237,7 +228,7 @@ TEST_CASE("on the CPU --device-memory-gb is the one budget: a streamed spine giv
   REQUIRE(streamed.exit_code == 0);
   const auto first_line = [](const std::string& text) { return text.substr(0, text.find('\n')); };
   CHECK(first_line(streamed.output) == first_line(resident.output));
-  contains(streamed.output, "budget    0.0345 GB (--device-memory-gb): spine 0.0000 GB resident + 0.0098 GB streamed");
+  test::check_contains(streamed.output, "budget    0.0345 GB (--device-memory-gb): spine 0.0000 GB resident + 0.0098 GB streamed");
 }
 
 TEST_CASE("the landing helper writes in place where the host can, else through staging and one copy", "[device-memory]") {

@@ -42,11 +42,6 @@ bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-void contains(const std::string& text, const std::string& part) {
-  INFO(part);
-  CHECK(text.find(part) != std::string::npos);
-}
-
 }  // namespace
 
 TEST_CASE("inspect prints the memory plan of the real Kimi K3 as docs/memory-budget.md works it out", "[memory-budget]") {
@@ -54,47 +49,47 @@ TEST_CASE("inspect prints the memory plan of the real Kimi K3 as docs/memory-bud
   const auto at64 = test::run_deltafin("inspect -m " + dir + " --memory-gb 64 --drive-gbps 3");
   INFO(at64.output);
   REQUIRE(at64.exit_code == 0);
-  contains(at64.output, "113.509532 GB spine (from config.json)");
-  contains(at64.output, "budget         64.0000 GB: spine 57.748642 GB resident + 55.760890 GB streamed (window 2.535488 GB), "
+  test::check_contains(at64.output, "113.509532 GB spine (from config.json)");
+  test::check_contains(at64.output, "budget         64.0000 GB: spine 57.748642 GB resident + 55.760890 GB streamed (window 2.535488 GB), "
                         "experts 0.910208 GB, KV cache and state 2.549662 GB (4096 positions), working 0.256000 GB; "
                         "minimum 5.172062 GB");
-  contains(at64.output, "streamed       layer 3, layer 7, layer 11");
-  contains(at64.output, "layers 54-92");
-  contains(at64.output, "read/token     81.574209 GB = spine 55.760890 GB + experts 25.813319 GB");
-  contains(at64.output, "hit rate 0.0629%");
-  contains(at64.output, "predicted      0.0368 tok/s from 1 drive(s)");
+  test::check_contains(at64.output, "streamed       layer 3, layer 7, layer 11");
+  test::check_contains(at64.output, "layers 54-92");
+  test::check_contains(at64.output, "read/token     81.574209 GB = spine 55.760890 GB + experts 25.813319 GB");
+  test::check_contains(at64.output, "hit rate 0.0629%");
+  test::check_contains(at64.output, "predicted      0.0368 tok/s from 1 drive(s)");
   const auto four = test::run_deltafin("inspect -m " + dir + " --memory-gb 64 --drive-gbps 7,7,7,7");
-  contains(four.output, "predicted      0.3432 tok/s from 4 drive(s) at 7 + 7 + 7 + 7 = 28 GB/s");
+  test::check_contains(four.output, "predicted      0.3432 tok/s from 4 drive(s) at 7 + 7 + 7 + 7 = 28 GB/s");
 
   const auto at128 = test::run_deltafin("inspect -m " + dir + " --memory-gb 128 --drive-gbps 3");
   INFO(at128.output);
   REQUIRE(at128.exit_code == 0);
-  contains(at128.output, "budget         128.0000 GB: spine 113.509532 GB resident + 0.000000 GB streamed (window 0.000000 GB), "
+  test::check_contains(at128.output, "budget         128.0000 GB: spine 113.509532 GB resident + 0.000000 GB streamed (window 0.000000 GB), "
                          "experts 11.684806 GB");
-  contains(at128.output, "streamed       nothing");
-  contains(at128.output, "read/token     25.620915 GB = spine 0.000000 GB + experts 25.620915 GB");
-  contains(at128.output, "predicted      0.1171 tok/s");
+  test::check_contains(at128.output, "streamed       nothing");
+  test::check_contains(at128.output, "read/token     25.620915 GB = spine 0.000000 GB + experts 25.620915 GB");
+  test::check_contains(at128.output, "predicted      0.1171 tok/s");
 }
 
 TEST_CASE("a budget below the minimum working set is refused in one line naming the minimum", "[memory-budget][bad-input]") {
   const auto inspect = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --memory-gb 4");
   CHECK(inspect.exit_code == 1);  // after the description of the model, one error line
-  contains(inspect.output, "--memory-gb 4: below the minimum working set of 5.17 GB (2.35 GB of the largest spine unit (head), "
+  test::check_contains(inspect.output, "--memory-gb 4: below the minimum working set of 5.17 GB (2.35 GB of the largest spine unit (head), "
                            "17.5 MB for one expert, 2.55 GB of KV cache and state, 256.0 MB of working memory); "
                            "give at least --memory-gb 5.1721");
   const auto run = test::run_deltafin("run -p hi -n 2 --draft off --memory-gb 0.01");
   CHECK(run.exit_code == 1);
   CHECK(std::count(run.output.begin(), run.output.end(), '\n') == 1);
-  contains(run.output, "--memory-gb 0.01: below the minimum working set of");
-  contains(run.output, "give at least --memory-gb 0.034");
+  test::check_contains(run.output, "--memory-gb 0.01: below the minimum working set of");
+  test::check_contains(run.output, "give at least --memory-gb 0.034");
   for (const char* bad : {"--memory-gb -1", "--memory-gb nan"}) {
     const auto r = test::run_deltafin(std::string("run -p hi -n 2 ") + bad);
     CHECK(r.exit_code == 1);
-    contains(r.output, "--memory-gb must be");
+    test::check_contains(r.output, "--memory-gb must be");
   }
   const auto rates = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --memory-gb 64 --drive-gbps 3,x");
   CHECK(rates.exit_code == 1);
-  contains(rates.output, "--drive-gbps: 'x' is not a read rate");
+  test::check_contains(rates.output, "--drive-gbps: 'x' is not a read rate");
 }
 
 TEST_CASE("a streamed spine gives bit-identical logits whatever the budget", "[memory-budget][exactness]") {
@@ -129,6 +124,6 @@ TEST_CASE("greedy ids of the bundled model agree between a resident and a stream
   REQUIRE(streamed.exit_code == 0);
   const auto first_line = [](const std::string& text) { return text.substr(0, text.find('\n')); };
   CHECK(first_line(streamed.output) == first_line(resident.output));
-  contains(streamed.output, "budget    0.0345 GB (--memory-gb): spine 0.0000 GB resident + 0.0098 GB streamed (8 of 8 units");
-  contains(streamed.output, "0.0098 GB per decode pass, 0.0098 GB per committed token");
+  test::check_contains(streamed.output, "budget    0.0345 GB (--memory-gb): spine 0.0000 GB resident + 0.0098 GB streamed (8 of 8 units");
+  test::check_contains(streamed.output, "0.0098 GB per decode pass, 0.0098 GB per committed token");
 }

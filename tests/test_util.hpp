@@ -99,6 +99,12 @@ inline Golden read_golden(const std::string& dir) {
 }
 
 // max_j |a[j] - ref[j]| / max_j |ref[j]| over one row of n values (the golden tests' criterion).
+// A CHECK that `part` occurs in `text`, naming the part when it fails.
+inline void check_contains(const std::string& text, const std::string& part) {
+  INFO(part);
+  CHECK(text.find(part) != std::string::npos);
+}
+
 inline double relative_error(const float* a, const float* ref, int64_t n) {
   double diff = 0, scale = 0;
   for (int64_t j = 0; j < n; ++j) {

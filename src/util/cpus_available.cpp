@@ -1,6 +1,8 @@
 // See cpus_available.hpp.
 #include "util/cpus_available.hpp"
 
+#include "util/cgroup_dirs.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -44,34 +46,20 @@ std::optional<int> cfs_quota(const std::filesystem::path& dir) {
 template <class Read>
 std::optional<int> smallest_quota(const std::filesystem::path& root, const std::string& cgroup_path, Read read) {
   std::optional<int> best;
-  std::filesystem::path dir = (root / std::filesystem::path(cgroup_path).relative_path()).lexically_normal();
-  for (;;) {
+  for (const auto& dir : cgroup_dirs_up(root, cgroup_path))
     if (const auto q = read(dir); q && (!best || *q < *best)) best = q;
-    if (dir.native().size() <= root.native().size() || dir.parent_path() == dir) break;
-    dir = dir.parent_path();
-  }
   return best;
 }
 
 std::optional<int> cgroup_cpus() {
-  std::ifstream self("/proc/self/cgroup");
-  std::string line, v2_path, v1_path;
-  while (std::getline(self, line)) {
-    if (line.rfind("0::", 0) == 0) v2_path = line.substr(3);
-    const size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    std::string controllers(",");  // ",cpu,cpuacct," (built by append: GCC 12 warns on "," + string)
-    controllers.append(line, a + 1, b - a - 1).append(",");
-    if (controllers.find(",cpu,") != std::string::npos) v1_path = line.substr(b + 1);
-  }
   std::optional<int> best;
   const auto take = [&best](std::optional<int> q) {
     if (q && (!best || *q < *best)) best = q;
   };
-  if (!v2_path.empty()) take(smallest_quota("/sys/fs/cgroup", v2_path, [](const auto& d) { return cpu_max(d / "cpu.max"); }));
-  if (!v1_path.empty())
-    for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"})
-      take(smallest_quota(root, v1_path, cfs_quota));
+  if (const std::string v2 = cgroup_v2_path(); !v2.empty())
+    take(smallest_quota("/sys/fs/cgroup", v2, [](const auto& d) { return cpu_max(d / "cpu.max"); }));
+  if (const std::string v1 = cgroup_v1_path("cpu"); !v1.empty())
+    for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) take(smallest_quota(root, v1, cfs_quota));
   return best;
 }
 #endif

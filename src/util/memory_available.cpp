@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "util/cgroup_dirs.hpp"
 #include "util/error.hpp"
 
 namespace deltafin {
@@ -47,28 +48,17 @@ struct Room {
 std::optional<Room> smallest_room(const std::filesystem::path& root, const std::string& cgroup_path,
                                   std::initializer_list<std::pair<const char*, const char*>> files) {
   std::optional<Room> best;
-  std::filesystem::path dir = (root / std::filesystem::path(cgroup_path).relative_path()).lexically_normal();
-  for (;;) {
+  for (const auto& dir : cgroup_dirs_up(root, cgroup_path))
     for (const auto& [limit, usage] : files)
       if (auto r = room(read_number(dir / limit), read_number(dir / usage)); r && (!best || *r < best->bytes))
         best = Room{*r, (dir / limit).string()};
-    if (dir.native().size() <= root.native().size() || dir.parent_path() == dir) break;  // the hierarchy's root was read
-    dir = dir.parent_path();
-  }
   return best;
 }
 
 // The room the cgroups of this process leave: v2 (memory.max and memory.high, at every level)
 // and v1 (memory.limit_in_bytes, at every level of the memory controller's hierarchy).
 std::optional<Room> cgroup_room() {
-  std::ifstream self("/proc/self/cgroup");
-  std::string line, v2_path, v1_path;
-  while (std::getline(self, line)) {
-    if (line.rfind("0::", 0) == 0) v2_path = line.substr(3);
-    const size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a != std::string::npos && b != std::string::npos && line.substr(a + 1, b - a - 1).find("memory") != std::string::npos)
-      v1_path = line.substr(b + 1);
-  }
+  const std::string v2_path = cgroup_v2_path(), v1_path = cgroup_v1_path("memory");
   std::optional<Room> best;
   const auto take = [&best](std::optional<Room> r) {
     if (r && (!best || r->bytes < best->bytes)) best = r;

@@ -2,14 +2,15 @@
 # The test suite under sanitizers (CI runs both; neither is the default build):
 #   scripts/sanitize.sh thread    TSan build in build-tsan/: the threaded parts (expert reads and
 #                                 drive queues, placement, overlap, the memory budget, staged
-#                                 experts, the server) and the server's own test scripts
+#                                 experts, the spine streamed through device memory, the server)
+#                                 and the server's own test scripts
 #   scripts/sanitize.sh address   ASan + UBSan build in build-asan/: every other default test
 # Any sanitizer report fails the run (halt_on_error), naming the test that found it.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/scripts/portable.sh"
 kind=${1:-}
-threaded="[placement],[overlap],[memory-budget],[staged],[serve]"
+threaded="[placement],[overlap],[memory-budget],[staged],[device-memory],[serve]"
 case $kind in
   thread) build="$root/build-tsan" ;;
   address) build="$root/build-asan" ;;
@@ -31,6 +32,6 @@ if [ "$kind" = thread ]; then
 else
   # Every default test case but the threaded ones (TSan's), the CUDA ones (no device here) and
   # those under an address-space limit ([rlimit]: ASan reserves terabytes of shadow address space).
-  "$build/tests/deltafin_tests" "~[slow]~[cuda]~[rlimit]~[placement]~[overlap]~[memory-budget]~[staged]~[serve]" --warn NoTests
+  "$build/tests/deltafin_tests" "~[slow]~[cuda]~[rlimit]~[placement]~[overlap]~[memory-budget]~[staged]~[device-memory]~[serve]" --warn NoTests
 fi
 echo "sanitize.sh: $kind: no findings"

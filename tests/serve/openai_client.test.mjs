@@ -9,7 +9,10 @@ import OpenAI from "openai";
 import { startServer, runCli } from "./harness.mjs";
 
 const [binary, bundled, k2Fixture] = process.argv.slice(2);
-const server = await startServer(binary, ["-m", bundled]);  // --draft auto: the bundled draft model
+// --draft auto: the bundled draft model. A long --request-timeout: the client keeps its connection
+// alive across tests while each test runs the CLI (slow under sanitizers), and a server closing the
+// idle connection meanwhile would fail the next request with a connection error (maxRetries: 0).
+const server = await startServer(binary, ["-m", bundled, "--request-timeout", "600"]);
 after(async () => assert.equal(await server.stop(), 0));
 const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0 });
 

@@ -12,7 +12,7 @@ if [ "$(uname -s)" = "Darwin" ]; then
     echo "setup: Homebrew is needed on macOS (https://brew.sh)" >&2
     exit 1
   fi
-  brew_packages="cmake ninja cli11 fmt spdlog simdjson xxhash catch2 highway pcre2 icu4c pkgconf node python numpy gnuplot"
+  brew_packages="cmake ninja cli11 fmt spdlog simdjson xxhash catch2 highway pcre2 icu4c pkgconf node python numpy gnuplot open-mpi"
   missing=""
   for p in $brew_packages; do
     brew list --versions "$p" >/dev/null 2>&1 || missing="$missing $p"
@@ -36,6 +36,7 @@ packages=(
   python3 python3-numpy             # tools/ (synthetic models)
   fio gnuplot-nox                   # k3-public-bench/: drive read ceilings, charts
   e2fsprogs util-linux              # scripts/drives.sh: mkfs.ext4, losetup, findmnt
+  openmpi-bin libopenmpi-dev        # several hosts: mpirun -n N deltafin run|serve|logits
 )
 
 # node + npm run the reference tokenizers of the tests; keep a newer node if one is installed.

@@ -1,5 +1,5 @@
 // Issue 34: the source tree is layered (docs/ARCHITECTURE.md, Layout), lowest first:
-//   include/deltafin, kernels, src/util, src/weights, src/backend, src/io, src/model, src/text,
+//   include/deltafin, kernels, src/util, src/weights, src/backend, src/io, src/model, src/hosts, src/text,
 //   src/decode, src/serve, src/cli.
 // A file includes only its own layer and lower ones. Every #include of include/, kernels/ and
 // src/ is resolved as the compiler resolves it (the including file's directory, then include/,
@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kLayers = {"include", "kernels", "util", "weights", "backend", "io",
-                                          "model",   "text",    "decode", "serve", "cli"};
+const std::vector<std::string> kLayers = {"include", "kernels", "util",  "weights", "backend", "io",
+                                          "model",   "hosts",   "text",  "decode",  "serve",   "cli"};
 
 // The layer of a file (a path relative to the root): its rank in kLayers, -1 when it has none.
 int layer_of(const fs::path& relative) {

@@ -43,6 +43,11 @@ struct EngineOptions {
   // model's context length.
   int64_t positions = 0;
   uint64_t reserved_bytes = 0;
+  // Under `mpirun -n N` (N > 1): whether this engine's routed experts are shared with the other
+  // hosts (the target: yes; a draft model runs on rank 0 alone), and how long rank 0 waits for a
+  // host's answer before it ends the run naming that host (--host-timeout).
+  bool across_hosts = true;
+  double host_timeout = 60;
 };
 
 struct ModelSummary {
@@ -83,6 +88,21 @@ struct DriveReport {
   uint64_t bad_copies = 0;   // records from it that failed their check (XXH3, or NaN/Inf), read again elsewhere
 };
 
+// One host of a run on several hosts (rank 0's view; rank 0's own reads are EngineStats').
+struct HostReport {
+  int rank = 0;
+  std::string name;                 // its processor name
+  uint64_t expert_runs = 0;         // (layer, expert) runs it did, once per pass each
+  uint64_t expert_bytes_read = 0, hits = 0, misses = 0;
+  uint64_t cache_budget_bytes = 0;
+  double busy_seconds = 0;          // running rank 0's requests (reads waited for included)
+  double io_wait_seconds = 0;       // of which waiting for its reads
+  uint64_t round_trips = 0;         // rank 0's Run -> Result exchanges with it
+  double round_trip_seconds = 0;    // their sum; less busy_seconds: the network's share
+  double stall_seconds = 0;         // rank 0 waiting for it after running its own experts
+  uint64_t bytes_to = 0, bytes_from = 0;  // messages rank 0 sent it, and received
+};
+
 struct EngineStats {
   uint64_t expert_bytes_read = 0;   // demand + prefetch
   uint64_t spine_bytes_read = 0;    // streamed spine units read (each once per pass)
@@ -111,6 +131,7 @@ struct EngineStats {
   uint64_t device_upload_bytes = 0;
   std::string expert_source;        // placement manifest path, or "shards"
   std::vector<DriveReport> drives;
+  std::vector<HostReport> hosts;    // a run on several hosts (mpirun): one per rank, rank 0 first; else empty
 };
 
 // Bytes a session's engine has read from storage so far.

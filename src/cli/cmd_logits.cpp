@@ -21,6 +21,7 @@ Command register_logits(CLI::App& app) {
   return {sub, [flags] {
             const std::vector<int32_t> ids = parse_token_list(flags->tokens, "--tokens");
             flags->engine.model_dir = model_dir_or_default(flags->engine.model_dir);
+            if (expert_host_rank()) return serve_expert_host(flags->engine);
             OutputFile out(flags->out);  // before the run: a wrong directory fails at once
             flags->engine.positions = static_cast<int64_t>(ids.size());
             auto engine = Engine::open(flags->engine);

@@ -231,6 +231,7 @@ Command register_run(CLI::App& app) {
             f->prompt_given = p->count() > 0;
             f->stats = stats->count() > 0;
             f->engine.model_dir = model_dir_or_default(f->engine.model_dir);
+            if (expert_host_rank()) return serve_expert_host(f->engine);
             return run(*f);
           }};
 }

@@ -162,6 +162,7 @@ Command register_serve(CLI::App& app) {
                          "Always draft --draft-k guesses (no cost model)");
   return {sub, [f] {
             f->engine.model_dir = model_dir_or_default(f->engine.model_dir);
+            if (expert_host_rank()) return serve_expert_host(f->engine);
             return serve_command(*f);
           }};
 }

@@ -11,6 +11,7 @@
 
 #include <deltafin/engine.hpp>
 
+#include "decode/host_engine.hpp"
 #include "decode/drafter.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
@@ -33,6 +34,9 @@ std::string model_dir_or_default(const std::string& given);
 // Flags every model-running command shares: -m (optional), --cache-gb, --threads, --chunk,
 // --no-bypass.
 void add_engine_flags(CLI::App& app, EngineOptions& options);
+// Under `mpirun -n N`, whether this process is an expert host (rank 1..N-1): run, serve and
+// logits then serve rank 0 (decode/host_engine.hpp) instead of generating.
+bool expert_host_rank();
 
 // Throws Error "stdout: <reason>" once a write to stdout has failed (a full disk, a reader that
 // went away while SIGPIPE is ignored): output that was lost is an error, never exit 0.

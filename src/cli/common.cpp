@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <cstdio>
 
+#include "hosts/host_group.hpp"
 #include "cli/commands.hpp"
 #include "util/error.hpp"
 
@@ -66,6 +67,8 @@ std::string model_dir_or_default(const std::string& given) {
        "directory, or in the current directory; DELTAFIN_MODEL overrides)", kBundledModel);
 }
 
+bool expert_host_rank() { return hosts::host_group() && hosts::host_group()->rank() > 0; }
+
 void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("-m,--model", options.model_dir, "Model directory (default: the bundled models/default)");
   app.add_option("--memory-gb", options.memory_gb,
@@ -91,6 +94,9 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_flag("--lookahead", options.lookahead,
                "Prefetch the next layer's likely experts (router lookahead; turns itself off while it misses)");
   app.add_option("--io-depth", options.io_depth, "Reads in flight per drive")->capture_default_str();
+  app.add_option("--host-timeout", options.host_timeout,
+                 "Under mpirun: seconds rank 0 waits for another host's answer before it ends the run naming that host")
+      ->capture_default_str();
   app.add_option("--io-piece-mb", options.io_piece_mb, "Expert records are read in concurrent pieces of this size (MB)")
       ->capture_default_str();
 }

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <deltafin/engine.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -34,11 +35,13 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "decode/host_engine.hpp"
 #include "decode/memory_plan.hpp"
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
 #include "model/routed_experts.hpp"
 #include "io/spine_stream.hpp"
+#include "hosts/host_group.hpp"
 #include "util/error.hpp"
 #include "weights/expert_table.hpp"
 #include "weights/model_size.hpp"
@@ -76,6 +79,9 @@ std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIn
                                           std::string& source);
 // The backend the options name (auto: CUDA when a device is present).
 std::unique_ptr<Backend> open_backend(const EngineOptions& o);
+// The host's budget: --memory-gb (`flag`; at most what the machine can give), else the
+// machine's default; nullopt where neither is known (no /proc).
+std::optional<DefaultBudget> host_budget(double memory_gb, const char* flag);
 
 struct Family;
 // The engine of `family` (decode/family_engines.cpp).
@@ -219,7 +225,13 @@ class ModelEngine final : public Engine {
     summary_.routed_expert_bytes = store_.total_expert_bytes();
     for (int64_t l = 0; l < experts_.layers(); ++l) summary_.moe_layers += experts_.has(l) ? 1 : 0;
     summarize_plan();
-    if (o.lookahead) model_.set_lookahead(store_.budget_bytes() / 4);
+    if (hosts::HostGroup* group = o.across_hosts ? hosts::host_group() : nullptr) {
+      hosts_ = open_host_experts(*group, o, *backend_, store_, experts_, expert_source_);
+      model_.set_producer(*hosts_);
+      if (o.lookahead) spdlog::warn("--lookahead: not used on several hosts yet (it would read other hosts' experts here)");
+    } else if (o.lookahead) {
+      model_.set_lookahead(store_.budget_bytes() / 4);
+    }
     warn_unused_tensors(*index_, config_.num_hidden_layers, config_.num_nextn_predict_layers);
   }
 
@@ -266,6 +278,7 @@ class ModelEngine final : public Engine {
     out.expert_source = expert_source_;
     for (const DriveStats& d : reader_->drive_stats())
       out.drives.push_back({d.name, d.bytes, d.reads, d.errors, d.busy_seconds, d.failed, d.bad_copies});
+    if (hosts_) out.hosts = host_reports(*hosts_, out);
     return out;
   }
 
@@ -306,6 +319,7 @@ class ModelEngine final : public Engine {
   ExpertStore store_;
   std::unique_ptr<SpineStream> stream_;  // the streamed spine units (nullptr: all resident)
   typename F::Model model_;
+  std::unique_ptr<hosts::HostExperts> hosts_;  // a run on several hosts: who runs the routed experts
   ModelSummary summary_;
 };
 

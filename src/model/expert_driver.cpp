@@ -24,13 +24,19 @@ void check_shapes(const ExpertSource::Resident& r, int32_t expert, int64_t width
 
 }  // namespace
 
-void drive_experts(Backend& backend, ExpertSource& source, std::span<const int32_t> experts, const ExpertWork& work) {
+void drive_experts(Backend& backend, ExpertSource& source, std::span<const int32_t> experts, const ExpertWork& work,
+                   std::span<const int64_t> rows) {
   const int64_t in = work.x.cols;
   const size_t keep = static_cast<size_t>(std::max<int64_t>(source.capacity() - 1, 0));
   const size_t most = static_cast<size_t>(std::max<int64_t>(backend.expert_batch(), 1));
   std::vector<int32_t> pending(experts.begin(), experts.end());  // not yet acquired, ascending
-  std::vector<int64_t> list(pending.size());                     // pending[i] is row list[i] of the lists
-  std::iota(list.begin(), list.end(), 0);
+  std::vector<int64_t> list(rows.begin(), rows.end());           // pending[i] is row list[i] of the lists
+  if (rows.empty()) {
+    list.resize(pending.size());
+    std::iota(list.begin(), list.end(), 0);
+  } else if (rows.size() != experts.size()) {
+    fail("expert op: {} lists rows for {} experts", rows.size(), experts.size());
+  }
   std::vector<ResidentExpert> batch;
   std::vector<std::shared_ptr<const void>> pins;  // the open batch's
   std::deque<Backend::Fence> held;                // per pin handed to the backend, its fence, oldest first
@@ -88,7 +94,7 @@ ExpertWork prepare_experts(Backend& backend, Scratch& scratch, const Tensor& x, 
   for (int64_t i = 1; i < count; ++i)
     if (experts[i] <= experts[i - 1]) fail("expert op: the union of experts is not ascending and distinct");
   ExpertWork w;
-  w.x = x, w.width = width, w.act = act;
+  w.x = x, w.ids = ids, w.width = width, w.act = act;
   const Tensor union_ids = scratch.take(count, 1, Elem::I32);
   if (count > 0) backend.upload(experts.data(), *union_ids.buffer, union_ids.offset, static_cast<uint64_t>(count) * 4);
   w.lists = scratch.take(count, n, Elem::I32);

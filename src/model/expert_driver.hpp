@@ -46,13 +46,15 @@ class ExpertSource {
 // The buffers of one expert op over n rows: x [n, in]; expert_slots' lists [count, n] and
 // counts [count, 1] for the union; hidden [n k, width] and y [n k, in] by slot.
 struct ExpertWork {
-  Tensor x, lists, counts, hidden, y;
+  Tensor x, ids, lists, counts, hidden, y;  // ids [n, k]: the routing the lists came from
   int64_t width = 0;
   GatedActivation act;
 };
 
-// y's slots of every expert of `experts` (the union, ascending; lists row i is experts[i]).
-void drive_experts(Backend& backend, ExpertSource& source, std::span<const int32_t> experts, const ExpertWork& work);
+// y's slots of every expert of `experts` (ascending): the union (lists row i is experts[i]), or
+// part of it with `rows[i]` the lists row of experts[i].
+void drive_experts(Backend& backend, ExpertSource& source, std::span<const int32_t> experts, const ExpertWork& work,
+                   std::span<const int64_t> rows = {});
 
 // out [n, in] = per row, the sum in ascending expert order of weight * down(act(gate x, up x))
 // over the row's experts (ids, weights [n, k] as route() writes them); `experts` the union of

@@ -76,12 +76,12 @@ void K2Model::moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& o
   // The next layer's router guesses only when it is resident (a streamed one is still being read).
   const bool next_moe = layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe && !(stream_ && stream_->streamed(layer + 2));
   const RouterWeights next = next_moe ? router(layer + 1) : RouterWeights{};
-  const Routing routing = route_and_request(backend_, scratch_, local_experts_, experts_, router_spec_, router(layer), layer, x, start, stats_,
+  const Routing routing = route_and_request(backend_, scratch_, *producer_, experts_, router_spec_, router(layer), layer, x, start, stats_,
                                             lookahead_, next_moe ? &next : nullptr);
-  if (c.n_shared_experts == 0) return run_routed(backend_, scratch_, local_experts_, routing, x, c.moe_intermediate_size, kSiLU, out);
+  if (c.n_shared_experts == 0) return run_routed(backend_, scratch_, *producer_, routing, x, c.moe_intermediate_size, kSiLU, out);
   run_mlp(backend_, scratch_, L.shared, kSiLU, x, out);  // while the routed experts are read
   const Tensor routed = scratch_.take(x.rows, c.hidden_size);  // [n, hidden]
-  run_routed(backend_, scratch_, local_experts_, routing, x, c.moe_intermediate_size, kSiLU, routed);
+  run_routed(backend_, scratch_, *producer_, routing, x, c.moe_intermediate_size, kSiLU, routed);
   backend_.add(out, routed, out);
 }
 

@@ -48,6 +48,8 @@ class K2Model {
   LatentKvCache new_cache() const;
   // Router lookahead prefetch with at most `byte_cap` bytes in flight (0: off, the default).
   void set_lookahead(uint64_t byte_cap) { lookahead_ = Lookahead(byte_cap); }
+  // Who runs the routed experts (default: the store's experts on this backend); outlives the model.
+  void set_producer(ExpertProducer& producer) { producer_ = &producer; }
 
   // Runs tokens [n] at positions [start, start + n) against `cache` (which must hold [0, start)).
   // logits: [n, vocab] when all_logits, else [1, vocab] for the last position.
@@ -72,6 +74,7 @@ class K2Model {
   Backend& backend_;
   ExpertStore& experts_;
   LocalExperts local_experts_;  // the store's experts on backend_
+  ExpertProducer* producer_ = &local_experts_;  // who runs the routed experts (set_producer)
   Scratch scratch_;
   SpineVector inv_freq_;  // RoPE [1, rope / 2]
   MlaSpec mla_;

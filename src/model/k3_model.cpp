@@ -172,11 +172,11 @@ void K3Model::moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& o
   // The next layer's router guesses only when it is resident (a streamed one is still being read).
   const bool next_moe = layer + 1 < c.num_hidden_layers && layers_[layer + 1].moe && !(stream_ && stream_->streamed(layer + 2));
   const RouterWeights next = next_moe ? router(layer + 1) : RouterWeights{};
-  const Routing routing = route_and_request(backend_, scratch_, local_experts_, experts_, router_spec_, router(layer), layer, x, start, stats_,
+  const Routing routing = route_and_request(backend_, scratch_, *producer_, experts_, router_spec_, router(layer), layer, x, start, stats_,
                                             lookahead_, next_moe ? &next : nullptr);
   backend_.matmul(w.down_latent.weight, x, z);
   if (c.num_shared_experts > 0) run_mlp(backend_, scratch_, w.shared, situ_, x, out);  // while the routed experts are read
-  run_routed(backend_, scratch_, local_experts_, routing, z, c.moe_intermediate_size, situ_, routed);
+  run_routed(backend_, scratch_, *producer_, routing, z, c.moe_intermediate_size, situ_, routed);
   if (c.latent_norm) backend_.rmsnorm(routed, w.latent_norm.tensor, c.rms_norm_eps, routed);
   backend_.matmul(w.up_latent.weight, routed, up);
   if (c.num_shared_experts > 0) backend_.add(up, out, out);

@@ -62,6 +62,8 @@ class K3Model {
   void restore_recurrent(K3State& state, const Buffer* saved) const;
   // Router lookahead prefetch with at most `byte_cap` bytes in flight (0: off, the default).
   void set_lookahead(uint64_t byte_cap) { lookahead_ = Lookahead(byte_cap); }
+  // Who runs the routed experts (default: the store's experts on this backend); outlives the model.
+  void set_producer(ExpertProducer& producer) { producer_ = &producer; }
 
   // Runs tokens [n] at positions [start, start + n) on `state` (which holds [0, start)).
   // logits: [n, vocab] when all_logits, else [1, vocab] for the last position.
@@ -108,6 +110,7 @@ class K3Model {
   Backend& backend_;
   ExpertStore& experts_;
   LocalExperts local_experts_;  // the store's experts on backend_
+  ExpertProducer* producer_ = &local_experts_;  // who runs the routed experts (set_producer)
   Scratch scratch_;
   MlaSpec mla_;
   RouterSpec router_spec_;

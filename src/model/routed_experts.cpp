@@ -57,6 +57,12 @@ void LocalExperts::run(int64_t layer, std::span<const int32_t> experts, const Ex
   drive_experts(backend_, source, experts, work);
 }
 
+void LocalExperts::run_part(int64_t layer, std::span<const int32_t> experts, std::span<const int64_t> rows,
+                            const ExpertWork& work) {
+  StoreSource source(store_, layer);
+  drive_experts(backend_, source, experts, work, rows);
+}
+
 Routing route_and_request(Backend& backend, Scratch& scratch, ExpertProducer& producer, ExpertStore& store,
                           const RouterSpec& spec,
                           const RouterWeights& router, int64_t layer, const Tensor& x, int64_t start, PassStats& stats,

@@ -58,6 +58,9 @@ class LocalExperts final : public ExpertProducer {
   LocalExperts(Backend& backend, ExpertStore& store) : backend_(backend), store_(store) {}
   void request(int64_t layer, std::span<const int32_t> experts, std::span<const int64_t> first_positions) override;
   void run(int64_t layer, std::span<const int32_t> experts, const ExpertWork& work) override;
+  // Part of the union: experts[i] is row rows[i] of work's lists.
+  void run_part(int64_t layer, std::span<const int32_t> experts, std::span<const int64_t> rows, const ExpertWork& work);
+  ExpertStore& store() { return store_; }
 
  private:
   Backend& backend_;

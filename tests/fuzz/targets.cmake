@@ -23,3 +23,4 @@ deltafin_fuzzer(encode CORPUS encode-corpus SOURCES ${DELTAFIN_TEXT_SOURCES} ${D
                 LIBS PkgConfig::PCRE2 PkgConfig::ICU DEFINES DELTAFIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 deltafin_fuzzer(http_head CORPUS http-head-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/http_request_head.cpp)
 deltafin_fuzzer(request CORPUS request-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/request.cpp)
+deltafin_fuzzer(hosts_wire CORPUS hosts-wire-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/hosts/wire.cpp)

@@ -1,0 +1,45 @@
+// ExpertOwners (see expert_owners.hpp).
+#include "hosts/expert_owners.hpp"
+
+#include "util/error.hpp"
+
+namespace deltafin::hosts {
+
+ExpertOwners ExpertOwners::equal_shares(int hosts, int64_t layers, int64_t experts) {
+  return ExpertOwners(hosts, layers, experts, {});
+}
+
+ExpertOwners::ExpertOwners(int hosts, int64_t layers, int64_t experts, std::vector<std::vector<int>> holders)
+    : hosts_(hosts), layers_(layers), experts_(experts), holders_(std::move(holders)) {
+  if (hosts < 1) fail("a run needs at least one host (got {})", hosts);
+  if (!holders_.empty() && holders_.size() != static_cast<size_t>(layers * experts))
+    fail("expert owners: {} entries for {} layers of {} experts", holders_.size(), layers, experts);
+  for (const auto& h : holders_)
+    for (int host : h)
+      if (host < 0 || host >= hosts) fail("expert owners: host {} of a run of {} hosts", host, hosts);
+}
+
+int ExpertOwners::owner(int64_t layer, int64_t expert) const {
+  if (holders_.empty()) {
+    const int first = static_cast<int>(expert % hosts_);
+    for (int i = 0; i < hosts_; ++i) {
+      const int host = (first + i) % hosts_;
+      if (!lost_.count({host, layer, expert})) return host;
+    }
+    return -1;
+  }
+  if (layer < 0 || layer >= layers_ || expert < 0 || expert >= experts_) return -1;
+  for (int host : holders_[static_cast<size_t>(layer * experts_ + expert)])
+    if (!lost_.count({host, layer, expert})) return host;
+  return -1;
+}
+
+std::vector<uint64_t> ExpertOwners::share_counts() const {
+  std::vector<uint64_t> counts(hosts_, 0);
+  for (int64_t l = 0; l < layers_; ++l)
+    for (int64_t e = 0; e < experts_; ++e)
+      if (const int h = owner(l, e); h >= 0) ++counts[h];
+  return counts;
+}
+
+}  // namespace deltafin::hosts

@@ -1,0 +1,36 @@
+// Which hosts can run each routed expert, in the order rank 0 prefers them.
+//   equal_shares: expert e of every layer belongs to host e % hosts; every host can read every
+//     expert (each has the checkpoint, or a copy of a one-host placement), so the others follow
+//     in rank order after it as fallbacks.
+//   from a placement with hosts: the hosts whose drives hold the record, the primary's first.
+// lose(host, layer, expert): that host could not read the expert; owner() skips it from then on.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <tuple>
+#include <vector>
+
+namespace deltafin::hosts {
+
+class ExpertOwners {
+ public:
+  static ExpertOwners equal_shares(int hosts, int64_t layers, int64_t experts);
+  // holders[layer * experts + expert]: the hosts holding it, preferred first (empty: not placed).
+  ExpertOwners(int hosts, int64_t layers, int64_t experts, std::vector<std::vector<int>> holders);
+
+  int hosts() const { return hosts_; }
+  // The preferred host that has not lost it, or -1 when every holder has.
+  int owner(int64_t layer, int64_t expert) const;
+  void lose(int host, int64_t layer, int64_t expert) { lost_.insert({host, layer, expert}); }
+  // The experts of `layer` each host prefers to run (counts per host over the whole table).
+  std::vector<uint64_t> share_counts() const;
+
+ private:
+  int hosts_ = 1;
+  int64_t layers_ = 0, experts_ = 0;
+  std::vector<std::vector<int>> holders_;  // empty: equal shares
+  std::set<std::tuple<int, int64_t, int64_t>> lost_;
+};
+
+}  // namespace deltafin::hosts

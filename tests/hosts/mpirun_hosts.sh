@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Routed experts on several hosts (issue 35): `mpirun -n 3` on this one machine, against one host
+# and against transformers' greedy ids (the fixtures' golden.json):
+#   - the bundled model (speculation by its draft model, chunked prefill), tiny K2 and K3 fixtures:
+#     ids, and logits bit for bit, identical to one host; the fixtures' ids equal their goldens;
+#   - faults: a host that hangs (SIGSTOP), a host that dies (SIGKILL), a host started with another
+#     model, another placement, another build; each ends the run with a clear line and no hang.
+#
+# Usage: tests/hosts/mpirun_hosts.sh BINARY BUNDLED_MODEL FIXTURES_DIR
+# Exit: 0 pass, 1 fail, 77 skipped (no mpirun, or a build without MPI).
+set -uo pipefail
+bin=$1 model=$2 fixtures=$3
+command -v mpirun > /dev/null || { echo "mpirun_hosts: SKIPPED: no mpirun (scripts/setup.sh installs Open MPI)"; exit 77; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/deltafin-hosts.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+# Root in CI; --oversubscribe: 3 ranks on a machine of 2 cores. Threads: 1 per rank.
+mpirun=(mpirun --oversubscribe --bind-to none)
+[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+mpi=("${mpirun[@]}" -n 3)
+if ! OMPI_MCA_btl=self,tcp "${mpi[@]}" "$bin" run -m "$model" -p x -n 1 --draft off --threads 1 > "$work/probe" 2>&1; then
+  if grep -q "built without MPI" "$work/probe"; then
+    echo "mpirun_hosts: SKIPPED: this deltafin was built without MPI"; exit 77
+  fi
+fi
+export OMPI_MCA_btl=self,tcp  # no shared-memory transport: the messages take the network path
+failed=0
+check() {  # check NAME STATUS DETAIL
+  if [ "$2" = 0 ]; then echo "ok   $1"; else echo "FAIL $1: $3"; failed=1; fi
+}
+same() {  # same NAME FILE_A FILE_B
+  check "$1" "$(cmp -s "$2" "$3"; echo $?)" "$(cmp "$2" "$3" 2>&1 | head -1)"
+}
+
+# --- identical to one host -------------------------------------------------------------------
+common=(--threads 1 --temp 0)
+"$bin" run -m "$model" -p "def fib(n):" -n 40 --ids "${common[@]}" > "$work/one.ids" 2> "$work/one.err"
+"${mpi[@]}" "$bin" run -m "$model" -p "def fib(n):" -n 40 --ids "${common[@]}" > "$work/three.ids" 2> "$work/three.err"
+same "bundled model, draft auto: ids of 3 hosts = 1 host" "$work/one.ids" "$work/three.ids"
+"${mpi[@]}" "$bin" run -m "$model" -p "def fib(n):" -n 40 --ids --draft off --chunk 3 "${common[@]}" > "$work/three-chunk3.ids" 2>> "$work/three.err"
+same "bundled model, --draft off --chunk 3 on 3 hosts = 1 host" "$work/one.ids" "$work/three-chunk3.ids"
+tokens=1,17,300,42,7,99,5,1000,3,64
+"$bin" logits -m "$model" --tokens $tokens --out "$work/one.npy" "${common[@]:0:2}" 2>> "$work/one.err"
+"${mpi[@]}" "$bin" logits -m "$model" --tokens $tokens --out "$work/three.npy" --chunk 4 "${common[@]:0:2}" 2>> "$work/three.err"
+same "bundled model: logits of 3 hosts (chunk 4) = 1 host, bit for bit" "$work/one.npy" "$work/three.npy"
+
+for fixture in k2_tiny k3_tiny_mxfp4; do
+  dir=$fixtures/$fixture
+  prompt=$(python3 -c "import json;print(','.join(map(str,json.load(open('$dir/golden.json'))['prompt'])))")
+  golden=$(python3 -c "import json;print(' '.join(map(str,json.load(open('$dir/golden.json'))['generated'])))")
+  "${mpi[@]}" "$bin" run -m "$dir" --placement none --tokens "$prompt" -n 24 --ids --draft off "${common[@]}" \
+    > "$work/$fixture.ids" 2>> "$work/three.err"
+  check "$fixture on 3 hosts: transformers' greedy ids" "$([ "$(tr -d '\n' < "$work/$fixture.ids")" = "$golden" ]; echo $?)" \
+    "got $(cat "$work/$fixture.ids"), want $golden"
+  "$bin" logits -m "$dir" --placement none --tokens "$prompt" --out "$work/$fixture-one.npy" --threads 1 2>> "$work/one.err"
+  "${mpi[@]}" "$bin" logits -m "$dir" --placement none --tokens "$prompt" --out "$work/$fixture-three.npy" --threads 1 \
+    --chunk 3 2>> "$work/three.err"
+  same "$fixture: logits of 3 hosts = 1 host, bit for bit" "$work/$fixture-one.npy" "$work/$fixture-three.npy"
+done
+[ $failed = 0 ] || { echo "--- stderr of the multi-host runs:"; tail -20 "$work/three.err"; }
+
+# --- faults ----------------------------------------------------------------------------------
+# The pid of rank R of the mpirun whose pid is $1 (its environment says its rank).
+rank_pid() {
+  local p
+  for p in $(pgrep -x "$name" || true); do
+    tr '\0' '\n' 2>/dev/null < "/proc/$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$2" || continue
+    [ "$p" != "$1" ] && { echo "$p"; return; }
+  done
+}
+name=$(basename "$bin")
+# fault NAME SIGNAL: a long run on 3 hosts; rank 2 gets SIGNAL once it has started.
+fault() {
+  "${mpi[@]}" "$bin" run -m "$model" -p "def fib(n):" -n 16000 --ignore-eos --ids --draft off --threads 1 \
+    --host-timeout 3 > "$work/fault.out" 2> "$work/fault.err" &
+  local job=$! pid="" i
+  for i in $(seq 1 100); do
+    pid=$(rank_pid "$job" 2); [ -n "$pid" ] && [ -s "$work/fault.out" ] && break
+    sleep 0.1
+  done
+  [ -n "$pid" ] && kill -"$2" "$pid"
+  for i in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then kill -9 "$job"; [ -n "$pid" ] && kill -CONT "$pid" 2>/dev/null; echo hung >> "$work/fault.err"; fi
+  wait "$job"; echo $?
+}
+rc=$(fault "hang" STOP)
+check "a host that hangs: one line naming it, exit 1" \
+  "$([ "$rc" = 1 ] && grep -q "deltafin: host .* (rank 2) did not answer within 3 s" "$work/fault.err"; echo $?)" \
+  "exit $rc: $(head -5 "$work/fault.err")"
+pkill -CONT -x "$name"; pkill -9 -x "$name"
+rc=$(fault "dies" KILL)
+check "a host that dies: mpirun names it, the run stops (exit $rc)" \
+  "$([ "$rc" != 0 ] && ! grep -q hung "$work/fault.err" && grep -q "rank 2" "$work/fault.err"; echo $?)" \
+  "exit $rc: $(head -8 "$work/fault.err")"
+pkill -9 -x "$name"
+
+# Another model, placement or build on one host (mpirun's MPMD form: one rank differs).
+args=(-m "$model" -p x -n 4 --draft off --threads 1 --host-timeout 20)
+rc=$("${mpirun[@]}" -n 2 "$bin" run "${args[@]}" : -n 1 "$bin" run "${args[@]:2}" -m "$fixtures/k2_tiny" \
+     > /dev/null 2> "$work/mpmd.err"; echo $?)
+check "a host with another model: one line, exit 1" \
+  "$([ "$rc" = 1 ] && grep -q "deltafin: host .* (rank 2) opened another model" "$work/mpmd.err"; echo $?)" "exit $rc: $(head -3 "$work/mpmd.err")"
+mkdir "$work/drive0"
+"$bin" place -m "$model" --drive "$work/drive0" --out "$work/placement.json" > /dev/null
+rc=$("${mpirun[@]}" -n 2 "$bin" run "${args[@]}" --placement none : -n 1 "$bin" run "${args[@]}" --placement "$work/placement.json" \
+     > /dev/null 2> "$work/mpmd.err"; echo $?)
+check "a host with another placement: one line, exit 1" \
+  "$([ "$rc" = 1 ] && grep -q "deltafin: host .* (rank 2) reads its experts from another placement" "$work/mpmd.err"; echo $?)" \
+  "exit $rc: $(head -3 "$work/mpmd.err")"
+sed 's|deltafin-wire/1|deltafin-wire/0|' "$bin" > "$work/deltafin-other" && chmod +x "$work/deltafin-other"
+rc=$("${mpirun[@]}" -n 2 "$bin" run "${args[@]}" : -n 1 "$work/deltafin-other" run "${args[@]}" > /dev/null 2> "$work/mpmd.err"; echo $?)
+check "a host with another build: one line, exit 1" \
+  "$([ "$rc" = 1 ] && grep -q "deltafin: host .* (rank 2) runs another deltafin build" "$work/mpmd.err"; echo $?)" \
+  "exit $rc: $(head -3 "$work/mpmd.err")"
+# Commands that run on one host refuse mpirun.
+rc=$("${mpi[@]}" "$bin" inspect -m "$model" > /dev/null 2> "$work/one-host.err"; echo $?)
+check "inspect under mpirun -n 3: refused in one line" \
+  "$([ "$rc" = 1 ] && grep -q "inspect runs on one host" "$work/one-host.err"; echo $?)" "exit $rc: $(head -3 "$work/one-host.err")"
+exit $failed

@@ -97,6 +97,7 @@ struct HostReport {
   uint64_t cache_budget_bytes = 0;
   double busy_seconds = 0;          // running rank 0's requests (reads waited for included)
   double io_wait_seconds = 0;       // of which waiting for its reads
+  double drive_busy_seconds = 0;    // its busiest drive's time with a read in flight
   uint64_t round_trips = 0;         // rank 0's Run -> Result exchanges with it
   double round_trip_seconds = 0;    // their sum; less busy_seconds: the network's share
   double stall_seconds = 0;         // rank 0 waiting for it after running its own experts

@@ -104,6 +104,7 @@ void print_receipt(const Engine& engine, const RunReport& r, bool full) {
   line("answer", answer_line(r));
   if (r.drafter != "off") line("draft", draft_line(r));
   print_disk(s, r.page_cache, full);
+  print_hosts(s);
   // Findings about how the run went (one line each) go here, above the memory line.
   if (r.decode_tokens > 0) {
     const Overlap o = decode_overlap(r.at_decode_start, r.at_decode_end, r.decode_seconds);

@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/overlap.hpp"
+#include "cli/receipt_format.hpp"
 #include "util/ids_hash.hpp"
 #include "util/json_string.hpp"
 #include "util/memory.hpp"
@@ -43,7 +44,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       "\"state_per_position\": {}, \"memory_budget\": {}, \"memory_source\": {}, \"spine_resident\": {}, "
       "\"spine_streamed\": {}, \"spine_window\": {}, \"minimum\": {}, \"device_memory_budget\": {}, \"spine_host\": {}}},\n"
       "  \"spine\": {{\"bytes_read\": {}, \"decode_bytes_read\": {}, \"from_records\": {}}},\n"
-      "  \"drives\": [{}\n  ],\n  \"overlap\": {},\n"
+      "  \"drives\": [{}\n  ],\n  \"hosts\": [{}\n  ],\n  \"overlap\": {},\n"
       "  \"speculative\": {{\"drafter\": {}, \"steps\": {}, \"verify_passes\": {}, \"drafted\": {}, \"accepted\": {}, "
       "\"committed\": {}, \"probes\": {}, \"shadow_guesses\": {}, \"shadow_accepted\": {}, \"off\": {}, "
       "\"draft_seconds\": {:.6f}, \"decode_expert_runs\": {}, \"moe_layers\": {}}},\n"
@@ -61,7 +62,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       s.peak_cache_bytes, s.cache_budget_bytes, r.state_bytes, engine.summary().state_bytes_per_position,
       engine.summary().memory_budget, json_string(engine.summary().memory_source), engine.summary().spine_resident_bytes,
       engine.summary().spine_streamed_bytes, engine.summary().spine_window_bytes, engine.summary().minimum_bytes,
-      engine.summary().device_memory_budget, engine.summary().spine_host_bytes, s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, s.spine_record_bytes_read, drives, overlap, json_string(r.drafter), r.speculative.steps,
+      engine.summary().device_memory_budget, engine.summary().spine_host_bytes, s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, s.spine_record_bytes_read, drives, hosts_json(s), overlap, json_string(r.drafter), r.speculative.steps,
       r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
       r.speculative.probes, r.speculative.shadow_guesses, r.speculative.shadow_accepted, r.speculative.off,
       r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,

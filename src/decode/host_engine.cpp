@@ -100,10 +100,12 @@ std::vector<HostReport> host_reports(const hosts::HostExperts& producer, const E
     if (r.rank == 0) {
       h.expert_bytes_read = own.expert_bytes_read, h.hits = own.expert_hits, h.misses = own.expert_misses;
       h.cache_budget_bytes = own.cache_budget_bytes, h.io_wait_seconds = own.io_wait_seconds;
+      for (const DriveReport& d : own.drives) h.drive_busy_seconds = std::max(h.drive_busy_seconds, d.busy_seconds);
     } else {
       const hosts::HostCounters& c = r.counters;
       h.expert_bytes_read = c.expert_bytes_read, h.hits = c.hits, h.misses = c.misses;
       h.cache_budget_bytes = c.cache_budget_bytes, h.busy_seconds = c.busy_seconds, h.io_wait_seconds = c.io_wait_seconds;
+      h.drive_busy_seconds = c.drive_busy_seconds;
     }
     out.push_back(h);
   }

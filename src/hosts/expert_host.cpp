@@ -80,6 +80,8 @@ class ExpertHost {
     c.busy_seconds = busy_, c.io_wait_seconds = s.wait_seconds;
     c.bytes_sent = group_.bytes_sent(), c.bytes_received = group_.bytes_received();
     c.cache_budget_bytes = store_.budget_bytes();
+    c.drive_busy_seconds = store_.reader().shard_drive_stats().busy_seconds;
+    for (const DriveStats& d : store_.reader().drive_stats()) c.drive_busy_seconds = std::max(c.drive_busy_seconds, d.busy_seconds);
     return c;
   }
 

@@ -15,21 +15,25 @@ class Writer {
   template <class T>
   void put(T v) {
     static_assert(std::is_trivially_copyable_v<T>);
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    out.insert(out.end(), p, p + sizeof v);
+    append(&v, sizeof v);
   }
   template <class T>
   void put(const std::vector<T>& v) {
     put<uint64_t>(v.size());
-    const auto* p = reinterpret_cast<const std::byte*>(v.data());
-    out.insert(out.end(), p, p + v.size() * sizeof(T));
+    append(v.data(), v.size() * sizeof(T));
   }
   void put(const std::string& s) {
     put<uint64_t>(s.size());
-    const auto* p = reinterpret_cast<const std::byte*>(s.data());
-    out.insert(out.end(), p, p + s.size());
+    append(s.data(), s.size());
   }
   Bytes out;
+
+ private:
+  void append(const void* p, size_t n) {
+    const size_t at = out.size();
+    out.resize(at + n);
+    if (n) std::memcpy(out.data() + at, p, n);
+  }
 };
 
 class Reader {

@@ -49,6 +49,7 @@ struct HostCounters {
   uint64_t expert_bytes_read = 0, hits = 0, misses = 0, runs = 0;
   double busy_seconds = 0;     // running Runs (reads waited for included)
   double io_wait_seconds = 0;  // of which waiting for reads
+  double drive_busy_seconds = 0;  // its busiest drive's time with a read in flight
   uint64_t bytes_sent = 0, bytes_received = 0;
   uint64_t cache_budget_bytes = 0;
 };

@@ -1,6 +1,8 @@
 // HostExperts (see host_experts.hpp).
 #include "hosts/host_experts.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <exception>
 #include <numeric>
@@ -101,6 +103,9 @@ void HostExperts::run(int64_t layer, std::span<const int32_t> experts, const Exp
     Share all;
     for (int h = 0; h < group_.size(); ++h)
       for (size_t i = 0; i < failed[h].experts.size(); ++i) {
+        if (!reports_[h].failed_over++)
+          spdlog::warn("{} could not read layer {} expert {} ({}); another host runs it, and so on for each expert it cannot read",
+                       label(h), layer, failed[h].experts[i], why_.empty() ? "see its drives" : why_);
         owners_.lose(h, layer, failed[h].experts[i]);
         if (owners_.owner(layer, failed[h].experts[i]) < 0)
           fail("layer {} expert {}: {} could not read it ({}), and no other host holds it", layer, failed[h].experts[i],

@@ -33,6 +33,7 @@ struct HostReport {
   double round_trip_seconds = 0;     // from sending a Run to its Result arriving
   double stall_seconds = 0;          // rank 0 waiting for its Result after rank 0's own experts
   uint64_t bytes_to = 0, bytes_from = 0;  // message bytes
+  uint64_t failed_over = 0;          // its experts another host ran because it could not read them
 };
 
 class HostExperts final : public ExpertProducer {

@@ -111,6 +111,23 @@ rc=$("${mpirun[@]}" -n 2 "$bin" run "${args[@]}" : -n 1 "$work/deltafin-other" r
 check "a host with another build: one line, exit 1" \
   "$([ "$rc" = 1 ] && grep -q "deltafin: host .* (rank 2) runs another deltafin build" "$work/mpmd.err"; echo $?)" \
   "exit $rc: $(head -3 "$work/mpmd.err")"
+# A host whose drive fails: rank 2 sees its copy of the placement's drive through a bind mount
+# (its own mount namespace) filled with 0xff, so every record it reads is damaged; rank 0 has
+# the others run its experts, the output is unchanged. Root only (unshare -m, mount).
+if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null; then
+  mkdir "$work/broken"
+  data=$(ls "$work/drive0")
+  head -c "$(wc -c < "$work/drive0/$data")" /dev/zero | tr '\0' '\377' > "$work/broken/$data"
+  run=(run -p "def fib(n):" -n 40 --ids --draft off --placement "$work/placement.json" "${common[@]}")
+  "$bin" "${run[@]}" > "$work/placed-one.ids" 2> /dev/null
+  "${mpirun[@]}" -n 2 "$bin" "${run[@]}" : -n 1 unshare -m sh -c 'mount --bind "$0" "$1" && shift && exec "$@"' \
+    "$work/broken" "$work/drive0" "$bin" "${run[@]}" > "$work/failed-drive.ids" 2> "$work/failed-drive.err"
+  same "a host whose drive fails: the others run its experts, ids unchanged" "$work/placed-one.ids" "$work/failed-drive.ids"
+  check "a host whose drive fails: one warning naming it" \
+    "$(grep -q "warning: host .* (rank 2) could not read layer" "$work/failed-drive.err"; echo $?)" "$(head -3 "$work/failed-drive.err")"
+else
+  echo "note: not root (or no unshare): the failed-drive case is not run"
+fi
 # Commands that run on one host refuse mpirun.
 rc=$("${mpi[@]}" "$bin" inspect -m "$model" > /dev/null 2> "$work/one-host.err"; echo $?)
 check "inspect under mpirun -n 3: refused in one line" \

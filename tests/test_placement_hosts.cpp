@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <set>
@@ -22,6 +23,7 @@
 #include "weights/placement.hpp"
 #include "weights/spine_tensors.hpp"
 
+namespace fs = std::filesystem;
 using namespace deltafin;
 using test::Bench;
 using test::greedy;
@@ -235,6 +237,13 @@ TEST_CASE("place --hosts 2 and 3: equal shares on each host's drives, shares rea
     INFO(verify.output);
     CHECK(verify.exit_code == 0);
     CHECK(run_stdout(greedy(b.model, " --placement " + manifest)).output == reference);
+
+    // A vanished drive of the last host stops that host's reader in one line; the others open.
+    fs::remove(m.drives.back());
+    CHECK_THROWS_WITH(ExpertReader::from_placement(host_share(m, hosts - 1), manifest, *index, experts, {}),
+                      Catch::Contains(m.drives.back()) && Catch::Contains("holds this host's only copy of expert"));
+    CHECK(ExpertReader::from_placement(host_share(m, 0), manifest, *index, experts, {})->holds(m.records.front().layer, m.records.front().expert) ==
+          (m.drive_host(m.records.front().holders[0].drive) == 0));
   }
 }
 

@@ -4,7 +4,7 @@
 //     the healthy holder with the lowest expected completion time;
 //   - the original checkpoint shards (no placement): each expert is up to six tensor extents
 //     on the shard files, all on one "drive" (the model directory).
-// A placement with spine records (manifest version 3) also serves the streamed spine: each
+// A placement with spine records (manifest version 3 and later) also serves the streamed spine: each
 // spine tensor's record is read like an expert record (pieces to the holder expected to finish
 // first, faults and checksums alike), at low priority; tensors without a usable record are read
 // from their shard (read_shard).

@@ -77,7 +77,7 @@ struct PlacementManifest {
   std::vector<PlacedRecord> records;  // ordered by (layer, expert)
   std::vector<PlacedSpineRecord> spine;  // in the order they lie on the drives; names unique
   std::vector<int> drive_hosts;       // version 4: the host of each drive; empty: every drive on host 0
-  // Set by host_share() only (never read or written): the host whose share this is (-1: the
+  // Set by host_share() only (not part of the JSON): the host whose share this is (-1: the
   // whole placement), and the whole placement's spine tensor names (the staleness check counts
   // their shards although the share may hold none of their records).
   int share_host = -1;
@@ -97,7 +97,9 @@ struct PlacementManifest {
 // numbered from 0), each record and spine record with only its holders on those drives (in their
 // order), and the records left without a holder removed. Model, alignment and sources stay, so a
 // reader checks the share against the checkpoint as it checks the whole placement. The share is
-// one host's (no drive_hosts; share_host = host). Throws deltafin::Error for a host out of range.
+// one host's (no drive_hosts; share_host = host), and ExpertReader::from_placement takes it with
+// the other hosts' experts missing; printed and read back it is a one-host manifest without them,
+// which a reader refuses. Throws deltafin::Error for a host out of range.
 PlacementManifest host_share(const PlacementManifest& manifest, int host);
 // The distinct hosts holding `record` (a record of `manifest`), its primary holder's host first,
 // the others in the order of the holders.

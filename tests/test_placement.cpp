@@ -438,7 +438,7 @@ TEST_CASE("placement manifest parser: bad input names the file and the problem",
       {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", -1, 2]], "drives": ["/a"], "records": []})", "source 0"},
       {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["../s", 1, 2]], "drives": ["/a"], "records": []})", "not a plain file name"},
       {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2], ["s", 3, 4]], "drives": ["/a"], "records": []})", "listed twice"},
-      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": []})", "versions 2 to 3"},
+      {R"({"format": "deltafin-placement", "version": 1, "model": "m", "alignment": 4096, "drives": ["/a"], "records": []})", "versions 2 to 4"},
       // Issue 12, item 4: two records sharing bytes of one drive (a swapped or shifted offset).
       {R"({"format": "deltafin-placement", "version": 2, "model": "m", "alignment": 4096, "sources": [["s", 1, 2]], "drives": ["/a"], "records": [[1, 0, 5000, "00000000000000aa", [[0, 0]]], [1, 1, 10, "00000000000000bb", [[0, 4096]]]]})", "records 0 and 1 overlap on drive 0 (at offset 4096)"},
   };
@@ -667,7 +667,7 @@ TEST_CASE("placement manifest parser: version 3 spine records are checked, versi
       {head + R"("spine": [["t", 10, "00000000000000cc", [[0, 8192]]], ["t", 10, "00000000000000cc", [[1, 0]]]]})", "spine record 1: tensor 't' is listed twice"},
       {head + R"("spine": [["t", 10, "00000000000000cc", [[0, 0]]]]})", "spine record 0 and record 0 overlap on drive 0 (at offset 0)"},
       {head + R"("spine": [["t", 10, "00000000000000cc", [[1, 0]]], ["u", 10, "00000000000000cc", [[1, 0]]]]})", "spine record 0 and spine record 1 overlap on drive 1"},
-      {R"({"format": "deltafin-placement", "version": 4})", "versions 2 to 3"},
+      {R"({"format": "deltafin-placement", "version": 5})", "versions 2 to 4"},
   };
   for (const auto& [text, expected] : cases) {
     INFO(text);

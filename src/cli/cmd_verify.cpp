@@ -44,7 +44,7 @@ Command register_verify(CLI::App& app) {
             const std::string fingerprint = model_fingerprint(experts);
             if (manifest.model != fingerprint)
               fail("{}: placement made for a different model (fingerprint {}, this model {})", path, manifest.model, fingerprint);
-            const std::vector<PlacementSource> sources = placement_sources(*index, experts, manifest.spine);
+            const std::vector<PlacementSource> sources = placement_sources(*index, experts, manifest.spine_tensor_names());
             const std::vector<std::string> changes = source_changes(manifest, sources);
             for (const std::string& change : changes) std::fprintf(stderr, "deltafin: %s: stale placement: %s\n", path.c_str(), change.c_str());
 

@@ -77,11 +77,12 @@ std::unique_ptr<ExpertReader> ExpertReader::from_placement(const PlacementManife
   if (manifest.model != fingerprint)
     fail("{}: placement made for a different model (fingerprint {}, this model {}); run `deltafin place` again",
          manifest_path, manifest.model, fingerprint);
-  if (const auto changes = source_changes(manifest, placement_sources(index, experts, manifest.spine)); !changes.empty())
+  if (const auto changes = source_changes(manifest, placement_sources(index, experts, manifest.spine_tensor_names())); !changes.empty())
     fail("{}: stale placement: {}; run `deltafin place` again (`deltafin verify --against-shards` compares the records "
          "with the shards)", manifest_path, changes.front());
   std::unique_ptr<ExpertReader> r(new ExpertReader(experts, options));
   r->placed_ = true;
+  r->placement_path_ = manifest_path;
   std::vector<std::string> unusable(manifest.drives.size());  // why a drive cannot be used ("" = fine)
   for (size_t d = 0; d < manifest.drives.size(); ++d) {
     try {
@@ -119,9 +120,13 @@ std::unique_ptr<ExpertReader> ExpertReader::from_placement(const PlacementManife
     if (!experts.has(layer)) continue;
     for (int64_t e = 0; e < experts.experts(); ++e) {
       const PlacedRecord* rec = manifest.find(layer, e);
-      if (!rec) fail("{}: no record for expert {}/{} (layer/expert); run `deltafin place` again", manifest_path, layer, e);
       Location loc;
       loc.layout = record_layout(experts.at(layer, e));
+      if (!rec && manifest.share_host >= 0) {  // on other hosts' drives: not readable here (no extents)
+        r->locations_[layer].push_back(std::move(loc));
+        continue;
+      }
+      if (!rec) fail("{}: no record for expert {}/{} (layer/expert); run `deltafin place` again", manifest_path, layer, e);
       if (rec->payload != loc.layout.payload)
         fail("{}: expert {}/{} has {} bytes, the model's tensors {}; run `deltafin place` again", manifest_path, layer,
              e, rec->payload, loc.layout.payload);
@@ -131,8 +136,8 @@ std::unique_ptr<ExpertReader> ExpertReader::from_placement(const PlacementManife
         if (unusable[h.drive].empty()) extent.holders.push_back({h.drive, r->files_[h.drive].get(), h.offset});
       if (extent.holders.empty()) {
         const int d = rec->holders.front().drive;
-        fail("drive {} ({}) cannot be used and holds the only copy of expert {}/{} (layer/expert): {}", d,
-             manifest.drives[d], layer, e, unusable[d]);
+        fail("drive {} ({}) cannot be used and holds {} only copy of expert {}/{} (layer/expert): {}", d,
+             manifest.drives[d], manifest.share_host >= 0 ? "this host's" : "the", layer, e, unusable[d]);
       }
       loc.extents.push_back(std::move(extent));
       r->locations_[layer].push_back(std::move(loc));
@@ -190,7 +195,19 @@ void ExpertReader::read(int64_t layer, int64_t expert, std::byte* dst, bool urge
   read->loc = &at(layer, expert);
   read->dst = dst;
   read->done = std::move(done);
+  if (read->loc->extents.empty()) return not_here(read);
   issue_record(read, {});
+}
+
+// The error goes to `done` on an I/O thread, as every read's does: a job on the model directory's
+// queue that is cancelled before it starts (it reads nothing) carries it there.
+void ExpertReader::not_here(const std::shared_ptr<Read>& read) {
+  auto error = std::make_exception_ptr(Error(fmt::format("layer {} expert {} is not on this host's drives (placement {})",
+                                                         read->layer, read->expert, placement_path_)));
+  ReadJob job;
+  job.cancel = std::make_shared<std::atomic<bool>>(true);
+  job.done = [read, error](std::exception_ptr) { read->done(error); };
+  shard_drive_->submit(std::move(job));
 }
 
 void ExpertReader::read_spine_record(const std::string& name, std::byte* dst, Done done) {

@@ -4,7 +4,7 @@
 //     the healthy holder with the lowest expected completion time;
 //   - the original checkpoint shards (no placement): each expert is up to six tensor extents
 //     on the shard files, all on one "drive" (the model directory).
-// A placement with spine records (manifest version 3) also serves the streamed spine: each
+// A placement with spine records (manifest version 3 and later) also serves the streamed spine: each
 // spine tensor's record is read like an expert record (pieces to the holder expected to finish
 // first, faults and checksums alike), at low priority; tensors without a usable record are read
 // from their shard (read_shard).
@@ -51,12 +51,17 @@ class ExpertReader {
   // Refuses a placement made for other tensors or from shards that changed since (size or
   // modification time, naming the shard). Opens every drive's data file; a drive that cannot be
   // opened (or is too short) is marked failed, and opening fails naming it when some expert has
-  // no other holder.
+  // no other holder. A host's share of a placement (host_share, weights/placement.hpp) may lack
+  // records: those experts are not readable here (holds() is false; a read of one completes with
+  // "layer L expert E is not on this host's drives (placement P)"). Any other manifest must hold
+  // every expert.
   static std::unique_ptr<ExpertReader> from_placement(const PlacementManifest& manifest, const std::string& manifest_path,
                                                       const WeightIndex& index, const ExpertTable& experts,
                                                       const ReaderOptions& options);
   ~ExpertReader();
 
+  // Whether this reader can read (layer, expert): false only for an expert on other hosts' drives.
+  bool holds(int64_t layer, int64_t expert) const { return !at(layer, expert).extents.empty(); }
   // Bytes of the buffer a record needs (payload rounded up to 4096).
   uint64_t buffer_bytes(int64_t layer, int64_t expert) const;
   const RecordLayout& layout(int64_t layer, int64_t expert) const;
@@ -108,6 +113,8 @@ class ExpertReader {
   void issue_piece(const std::shared_ptr<Read>& read, size_t extent, uint64_t begin, uint64_t length,
                    std::vector<int> tried, std::exception_ptr last_error = nullptr);
   void finish(const std::shared_ptr<Read>& read);
+  // Completes a read of an expert this host's share does not hold, with the error.
+  void not_here(const std::shared_ptr<Read>& read);
   // Why the placed record now in read.dst is a bad copy, or "" when it is good.
   std::string check_copy(const Read& read) const;
   // "drive 0 (<file>): <record> at offset <n>: <why>" for a bad copy on drive d.
@@ -117,6 +124,7 @@ class ExpertReader {
   const ExpertTable& experts_;
   ReaderOptions options_;
   bool placed_ = false;
+  std::string placement_path_;  // the manifest's (placed only)
   std::vector<std::unique_ptr<ReadOnlyFile>> files_;
   std::vector<std::unique_ptr<DriveQueue>> drives_;
   std::unique_ptr<DriveQueue> shard_drive_;  // with a placement: the model directory's queue (spine reads)

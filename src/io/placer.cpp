@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -216,6 +217,22 @@ PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlan
   if (!(o.replicate >= 0 && o.replicate <= 1)) fail("--replicate must be between 0 and 1 (got {})", o.replicate);
   if (o.replicate > 0 && o.replicate < 1 && !o.usage)
     fail("--replicate {} needs --usage FILE (which experts are used most?); --replicate 1 copies every expert", o.replicate);
+  if (o.hosts < 1) fail("--hosts must be at least 1 (got {})", o.hosts);
+  const size_t hosts = static_cast<size_t>(o.hosts);
+  if (drives % hosts)
+    fail("--hosts {}: the {} --drive directories must split into {} equal groups, one per host in order (give a multiple "
+         "of {} drives)", hosts, drives, hosts, hosts);
+  const size_t per_host = drives / hosts;  // host h has drives h * per_host ... (h + 1) * per_host - 1
+  std::vector<double> host_weight = o.host_weights.empty() ? std::vector<double>(hosts, 1.0) : o.host_weights;
+  if (host_weight.size() != hosts ||
+      std::any_of(host_weight.begin(), host_weight.end(), [](double w) { return !(w > 0 && std::isfinite(w)); }))
+    fail("--host-weights: give {} positive numbers separated by commas, one per host (--hosts {})", hosts, hosts);
+  if (!(o.replicate_hosts >= 0 && o.replicate_hosts <= 1))
+    fail("--replicate-hosts must be between 0 and 1 (got {})", o.replicate_hosts);
+  if (o.replicate_hosts > 0 && hosts < 2) fail("--replicate-hosts copies experts to every host: it needs --hosts 2 or more");
+  if (o.replicate_hosts > 0 && o.replicate_hosts < 1 && !o.usage)
+    fail("--replicate-hosts {} needs --usage FILE (which experts are used most?); --replicate-hosts 1 copies every expert "
+         "to every host", o.replicate_hosts);
   PlacementManifest m;
   m.model = model_fingerprint(experts);
   m.alignment = kAlignment;
@@ -243,41 +260,68 @@ PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlan
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight(m.records[a]) > weight(m.records[b]); });
   const size_t replicated = static_cast<size_t>(std::llround(o.replicate * static_cast<double>(order.size())));
+  const size_t replicated_hosts = static_cast<size_t>(std::llround(o.replicate_hosts * static_cast<double>(order.size())));
 
-  // Each primary goes to the drive with the least expected reads of that layer, then the fewest bytes.
+  // Each primary goes to the host whose expected reads of that layer, with this expert's added,
+  // are least for its weight, then the one with the fewest bytes for its weight; the most used
+  // `replicate_hosts` fraction also gets a copy on every other host, each copy expected to serve
+  // an equal part of the reads. On each of its hosts the record goes to the drive with the least
+  // expected reads of that layer, then the fewest bytes (and the most used `replicate` fraction to
+  // every drive of the host).
   std::vector<std::vector<double>> layer_load(experts.layers(), std::vector<double>(drives, 0));
-  std::vector<uint64_t> bytes(drives, 0);
+  std::vector<std::vector<double>> host_load(experts.layers(), std::vector<double>(hosts, 0));
+  std::vector<uint64_t> bytes(drives, 0), host_bytes(hosts, 0);
   for (size_t rank = 0; rank < order.size(); ++rank) {
     PlacedRecord& r = m.records[order[rank]];
-    size_t best = 0;
-    for (size_t d = 1; d < drives; ++d)
-      if (std::pair{layer_load[r.layer][d], bytes[d]} < std::pair{layer_load[r.layer][best], bytes[best]}) best = d;
-    r.holders.push_back({static_cast<int>(best), 0});
-    if (rank < replicated) {
-      for (size_t d = 0; d < drives; ++d) {
-        if (d != best) r.holders.push_back({static_cast<int>(d), 0});
-        layer_load[r.layer][d] += (weight(r) + 1) / static_cast<double>(drives);
-        bytes[d] += padded(r);
+    const double reads = weight(r) + 1;
+    const std::vector<double>& load = host_load[r.layer];
+    const auto host_key = [&](size_t h) {
+      return std::pair{(load[h] + reads) / host_weight[h], static_cast<double>(host_bytes[h]) / host_weight[h]};
+    };
+    size_t home = 0;
+    for (size_t h = 1; h < hosts; ++h)
+      if (host_key(h) < host_key(home)) home = h;
+    std::vector<size_t> on{home};
+    for (size_t h = 0; h < hosts; ++h)
+      if (rank < replicated_hosts && h != home) on.push_back(h);
+    const double share = reads / static_cast<double>(on.size());
+    for (size_t h : on) {
+      host_load[r.layer][h] += share;
+      host_bytes[h] += padded(r);
+      const size_t first = h * per_host, end = first + per_host;
+      size_t best = first;
+      for (size_t d = first + 1; d < end; ++d)
+        if (std::pair{layer_load[r.layer][d], bytes[d]} < std::pair{layer_load[r.layer][best], bytes[best]}) best = d;
+      r.holders.push_back({static_cast<int>(best), 0});
+      if (rank < replicated) {
+        for (size_t d = first; d < end; ++d) {
+          if (d != best) r.holders.push_back({static_cast<int>(d), 0});
+          layer_load[r.layer][d] += share / static_cast<double>(per_host);
+          bytes[d] += padded(r);
+        }
+      } else {
+        layer_load[r.layer][best] += share;
+        bytes[best] += padded(r);
       }
-    } else {
-      layer_load[r.layer][best] += weight(r) + 1;
-      bytes[best] += padded(r);
     }
   }
-  // Spine records: each on the drive with the fewest spine bytes so far (then the fewest bytes),
-  // on every drive when anything is replicated.
+  // Spine records, on host 0's drives (rank 0 streams the spine): each on the drive with the
+  // fewest spine bytes so far (then the fewest bytes), on every drive of host 0 when anything is
+  // replicated.
   std::vector<uint64_t> spine_bytes(drives, 0);
   for (const TensorRef& t : o.spine) {
     PlacedSpineRecord r{t.info->name, t.info->nbytes, 0, {}};
     size_t best = 0;
-    for (size_t d = 1; d < drives; ++d)
+    for (size_t d = 1; d < per_host; ++d)
       if (std::pair{spine_bytes[d], bytes[d]} < std::pair{spine_bytes[best], bytes[best]}) best = d;
     r.holders.push_back({static_cast<int>(best), 0});
-    for (size_t d = 0; d < drives; ++d)
+    for (size_t d = 0; d < per_host; ++d)
       if (o.replicate > 0 && d != best) r.holders.push_back({static_cast<int>(d), 0});
     for (const PlacementHolder& h : r.holders) spine_bytes[h.drive] += padded(r), bytes[h.drive] += padded(r);
     m.spine.push_back(std::move(r));
   }
+  if (hosts > 1)
+    for (size_t d = 0; d < drives; ++d) m.drive_hosts.push_back(static_cast<int>(d / per_host));
   // Records lie on each drive in (layer, expert) order, then the spine records in checkpoint order.
   std::vector<uint64_t> cursor(drives, 0);
   std::string layout;
@@ -318,7 +362,7 @@ void write_placement(const WeightIndex& index, const ExpertTable& experts, Place
     ~Unlock() { ::unlink(path.c_str()), ::close(fd); }  // unlinked while still held
   } unlock{lock_fd, lock_path};
   OutputFile manifest_out(manifest_path);  // before the data: a wrong directory fails at once
-  plan.sources = placement_sources(index, experts, plan.spine);  // part of the plan: changed shards restart a resume
+  plan.sources = placement_sources(index, experts, plan.spine_tensor_names());  // part of the plan: changed shards restart a resume
   const std::vector<TensorRef> spine = spine_sources(index, plan);
   const uint64_t plan_hash = XXH3_64bits(placement_json(plan).data(), placement_json(plan).size());
   const std::string journal_path = manifest_path + ".journal";

@@ -9,6 +9,14 @@
 //     read every pass, as often as the most used expert). Spine records follow the experts on
 //     each drive. Deterministic for the same inputs. Two --drive paths naming one directory (the
 //     same path, a symlink, a bind mount: the same device and inode) are refused.
+//     Several hosts (`--hosts N`, manifest version 4, weights/placement.hpp): the drives split into
+//     N consecutive equal groups, host h's drives being group h. Each layer's experts are shared
+//     out over the hosts first (balancing each layer's expected reads, as over drives, in
+//     proportion to `host_weights`: equal by default, or e.g. each host's measured drive
+//     bandwidth), and each host's experts then spread over its own drives as above (`replicate`
+//     applies within each host). The most used `replicate_hosts` fraction of experts (by usage;
+//     1 = every expert) also gets a copy on every other host; the primary holder stays on the
+//     expert's own host. Spine records go to host 0's drives only (rank 0 streams the spine).
 //   write_placement: writes each drive's data file under "<file>.partial", journaling the records
 //     that are synced to disk in "<manifest>.journal", so an interrupted run resumes where it
 //     stopped; renames the data files and writes the manifest (temporary name + rename) at the
@@ -37,6 +45,9 @@ struct PlacementPlanOptions {
   const ExpertUsage* usage = nullptr;   // recorded usage, or nullptr
   double replicate = 0;                 // fraction of experts copied to every drive (0..1)
   std::vector<TensorRef> spine;         // spine tensors to place (placeable_spine_tensors), or none
+  int hosts = 1;                        // hosts the drives are split over (consecutive equal groups)
+  std::vector<double> host_weights{};   // each host's share of the expected reads (empty: equal)
+  double replicate_hosts = 0;           // fraction of experts (most used first) copied to every host (0..1)
 };
 
 PlacementManifest plan_placement(const ExpertTable& experts, const PlacementPlanOptions& options);

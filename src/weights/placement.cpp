@@ -98,7 +98,77 @@ std::vector<PlacedSpineRecord> parse_spine(simdjson::dom::object top, const Plac
   return out;
 }
 
+// Version 4's "drive_hosts": one host per drive, the hosts numbered 0..H-1 without gaps; empty
+// when absent (one host).
+std::vector<int> parse_drive_hosts(simdjson::dom::object top, const PlacementManifest& m, const std::string& path) {
+  element field;
+  if (top["drive_hosts"].get(field) != simdjson::SUCCESS) return {};
+  array a;
+  if (field.get_array().get(a) != simdjson::SUCCESS || a.size() != m.drives.size())
+    fail("{}: field 'drive_hosts' must list one host per drive ({} drives)", path, m.drives.size());
+  std::vector<int> hosts;
+  for (size_t d = 0; d < a.size(); ++d)
+    hosts.push_back(static_cast<int>(unsigned_at(a, d, m.drives.size(), path, fmt::format("drive_hosts[{}]", d), "host")));
+  const int count = *std::max_element(hosts.begin(), hosts.end()) + 1;
+  for (int h = 0; h < count; ++h)
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end())
+      fail("{}: field 'drive_hosts': host {} has no drive (the hosts are numbered 0 to {}, each with a drive)", path, h,
+           count - 1);
+  return hosts;
+}
+
+// `holders` with only those on drives that `renumber` maps (to their new number, -1: dropped).
+std::vector<PlacementHolder> holders_on(const std::vector<PlacementHolder>& holders, const std::vector<int>& renumber) {
+  std::vector<PlacementHolder> out;
+  for (const PlacementHolder& h : holders)
+    if (renumber[static_cast<size_t>(h.drive)] >= 0) out.push_back({renumber[static_cast<size_t>(h.drive)], h.offset});
+  return out;
+}
+
 }  // namespace
+
+int PlacementManifest::hosts() const {
+  return drive_hosts.empty() ? 1 : *std::max_element(drive_hosts.begin(), drive_hosts.end()) + 1;
+}
+
+std::vector<std::string> PlacementManifest::spine_tensor_names() const {
+  if (share_host >= 0) return share_spine_tensors;
+  std::vector<std::string> names;
+  for (const PlacedSpineRecord& r : spine) names.push_back(r.tensor);
+  return names;
+}
+
+PlacementManifest host_share(const PlacementManifest& m, int host) {
+  if (host < 0 || host >= m.hosts())
+    fail("host {} is not in the placement (its drives are on {} host{})", host, m.hosts(), m.hosts() == 1 ? "" : "s");
+  PlacementManifest share;
+  share.model = m.model;
+  share.alignment = m.alignment;
+  share.sources = m.sources;
+  share.share_host = host;
+  share.share_spine_tensors = m.spine_tensor_names();
+  std::vector<int> renumber(m.drives.size(), -1);
+  for (size_t d = 0; d < m.drives.size(); ++d)
+    if (m.drive_host(static_cast<int>(d)) == host) {
+      renumber[d] = static_cast<int>(share.drives.size());
+      share.drives.push_back(m.drives[d]);
+    }
+  for (const PlacedRecord& r : m.records)
+    if (auto holders = holders_on(r.holders, renumber); !holders.empty())
+      share.records.push_back({r.layer, r.expert, r.payload, r.xxh3, std::move(holders)});
+  for (const PlacedSpineRecord& r : m.spine)
+    if (auto holders = holders_on(r.holders, renumber); !holders.empty())
+      share.spine.push_back({r.tensor, r.payload, r.xxh3, std::move(holders)});
+  return share;
+}
+
+std::vector<int> record_hosts(const PlacementManifest& m, const PlacedRecord& record) {
+  std::vector<int> hosts;
+  for (const PlacementHolder& h : record.holders)
+    if (const int host = m.drive_host(h.drive); std::find(hosts.begin(), hosts.end(), host) == hosts.end())
+      hosts.push_back(host);
+  return hosts;
+}
 
 const PlacedRecord* PlacementManifest::find(int64_t layer, int64_t expert) const {
   auto it = std::lower_bound(records.begin(), records.end(), std::pair{layer, expert},
@@ -181,6 +251,9 @@ PlacementManifest parse_placement(std::string_view json, const std::string& path
     ++i;
   }
   if (version >= 3) m.spine = parse_spine(top, m, path);
+  if (version >= 4) m.drive_hosts = parse_drive_hosts(top, m, path);
+  else if (top["drive_hosts"].error() != simdjson::NO_SUCH_FIELD)
+    fail("{}: field 'drive_hosts' needs manifest version 4 (this one says {})", path, version);
   // No two records may share bytes on one drive: (offset, end, spine?, index) per drive, sorted.
   std::vector<std::vector<std::tuple<uint64_t, uint64_t, bool, size_t>>> extents(m.drives.size());
   for (size_t r = 0; r < m.records.size(); ++r)
@@ -207,13 +280,16 @@ PlacementManifest read_placement(const std::string& path) {
 
 std::string placement_json(const PlacementManifest& m) {
   std::string out = fmt::format("{{\"format\": \"deltafin-placement\", \"version\": {}, \"model\": \"{}\", \"alignment\": {},\n",
-                                PlacementManifest::kVersion, m.model, m.alignment);
+                                m.drive_hosts.empty() ? PlacementManifest::kOneHostVersion : PlacementManifest::kVersion,
+                                m.model, m.alignment);
   out += " \"sources\": [";
   for (size_t i = 0; i < m.sources.size(); ++i)
     out += fmt::format("{}[{}, {}, {}]", i ? ", " : "", json_string(m.sources[i].shard), m.sources[i].bytes, m.sources[i].mtime_ns);
   out += "],\n \"drives\": [";
   for (size_t d = 0; d < m.drives.size(); ++d) out += fmt::format("{}{}", d ? ", " : "", json_string(m.drives[d]));
-  out += "],\n \"records\": [\n";
+  out += "],\n";
+  if (!m.drive_hosts.empty()) out += fmt::format(" \"drive_hosts\": [{}],\n", fmt::join(m.drive_hosts, ", "));
+  out += " \"records\": [\n";
   for (size_t i = 0; i < m.records.size(); ++i) {
     const PlacedRecord& r = m.records[i];
     out += fmt::format("  [{}, {}, {}, \"{}\", [", r.layer, r.expert, r.payload, hex64(r.xxh3));

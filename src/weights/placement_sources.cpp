@@ -28,12 +28,12 @@ std::string mtime_text(int64_t ns) {
 }  // namespace
 
 std::vector<PlacementSource> placement_sources(const WeightIndex& index, const ExpertTable& experts,
-                                               const std::vector<PlacedSpineRecord>& spine) {
+                                               const std::vector<std::string>& spine_tensors) {
   std::vector<bool> used(static_cast<size_t>(index.shard_count()), false);
-  if (!spine.empty()) {
+  if (!spine_tensors.empty()) {
     const auto by_name = tensors_by_name(index);
-    for (const PlacedSpineRecord& r : spine)
-      if (auto it = by_name.find(r.tensor); it != by_name.end()) used[it->second.shard] = true;
+    for (const std::string& name : spine_tensors)
+      if (auto it = by_name.find(name); it != by_name.end()) used[it->second.shard] = true;
   }
   for (int64_t layer = 0; layer < experts.layers(); ++layer) {
     if (!experts.has(layer)) continue;

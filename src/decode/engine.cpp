@@ -11,6 +11,7 @@
 
 #include "decode/model_engine.hpp"
 #include "model/family.hpp"
+#include "hosts/host_group.hpp"
 #include "util/aligned_buffer.hpp"
 #include "util/error.hpp"
 #include "util/human_bytes.hpp"
@@ -134,7 +135,7 @@ void warn_unused_tensors(const WeightIndex& index, int64_t layers, int64_t nextn
 }
 
 // Expert records come from the placement when there is one (given, or next to the model), else
-// from the original shards.
+// from the original shards. Under mpirun, a placement for several hosts gives each host its share.
 std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIndex& index, const ExpertTable& experts,
                                           std::string& source) {
   ReaderOptions r;
@@ -148,7 +149,15 @@ std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIn
     return ExpertReader::from_shards(index, experts, r);
   }
   source = path;
-  return ExpertReader::from_placement(read_placement(path), path, index, experts, r);
+  PlacementManifest manifest = read_placement(path);
+  // A placement for several hosts under mpirun: this host reads its own drives' share.
+  if (const hosts::HostGroup* group = o.across_hosts ? hosts::host_group() : nullptr; group && manifest.hosts() > 1) {
+    if (group->size() != manifest.hosts())
+      fail("{}: a placement for {} hosts, but mpirun started {} ranks (one per host: mpirun -n {})", path, manifest.hosts(),
+           group->size(), manifest.hosts());
+    manifest = host_share(manifest, group->rank());
+  }
+  return ExpertReader::from_placement(manifest, path, index, experts, r);
 }
 
 std::unique_ptr<Backend> open_backend(const EngineOptions& o) {

@@ -87,6 +87,15 @@ std::unique_ptr<hosts::HostExperts> open_host_experts(hosts::HostGroup& group, c
   std::vector<std::string> names;
   for (const hosts::Hello& h : hellos) names.push_back(h.host);
   auto owners = hosts::ExpertOwners::equal_shares(group.size(), experts.layers(), experts.experts());
+  if (expert_source != "shards") {  // a placement for several hosts says who holds each expert
+    const PlacementManifest manifest = read_placement(expert_source);
+    if (manifest.hosts() > 1) {
+      std::vector<std::vector<int>> holders(static_cast<size_t>(experts.layers() * experts.experts()));
+      for (const PlacedRecord& r : manifest.records)
+        holders[static_cast<size_t>(r.layer * experts.experts() + r.expert)] = record_hosts(manifest, r);
+      owners = hosts::ExpertOwners(group.size(), experts.layers(), experts.experts(), std::move(holders));
+    }
+  }
   return std::make_unique<hosts::HostExperts>(backend, store, group, std::move(owners), std::move(names), o.host_timeout);
 }
 

@@ -111,6 +111,8 @@ rc=$("${mpirun[@]}" -n 2 "$bin" run "${args[@]}" : -n 1 "$work/deltafin-other" r
 check "a host with another build: one line, exit 1" \
   "$([ "$rc" = 1 ] && grep -q "deltafin: host .* (rank 2) runs another deltafin build" "$work/mpmd.err"; echo $?)" \
   "exit $rc: $(head -3 "$work/mpmd.err")"
+run=(run -p "def fib(n):" -n 40 --ids --draft off --placement "$work/placement.json" "${common[@]}")
+"$bin" "${run[@]}" > "$work/placed-one.ids" 2> /dev/null
 # A host whose drive fails: rank 2 sees its copy of the placement's drive through a bind mount
 # (its own mount namespace) filled with 0xff, so every record it reads is damaged; rank 0 has
 # the others run its experts, the output is unchanged. Root only (unshare -m, mount).
@@ -118,16 +120,46 @@ if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null; then
   mkdir "$work/broken"
   data=$(ls "$work/drive0")
   head -c "$(wc -c < "$work/drive0/$data")" /dev/zero | tr '\0' '\377' > "$work/broken/$data"
-  run=(run -p "def fib(n):" -n 40 --ids --draft off --placement "$work/placement.json" "${common[@]}")
-  "$bin" "${run[@]}" > "$work/placed-one.ids" 2> /dev/null
   "${mpirun[@]}" -n 2 "$bin" "${run[@]}" : -n 1 unshare -m sh -c 'mount --bind "$0" "$1" && shift && exec "$@"' \
     "$work/broken" "$work/drive0" "$bin" "${run[@]}" > "$work/failed-drive.ids" 2> "$work/failed-drive.err"
   same "a host whose drive fails: the others run its experts, ids unchanged" "$work/placed-one.ids" "$work/failed-drive.ids"
   check "a host whose drive fails: one warning naming it" \
     "$(grep -q "warning: host .* (rank 2) could not read layer" "$work/failed-drive.err"; echo $?)" "$(head -3 "$work/failed-drive.err")"
-else
-  echo "note: not root (or no unshare): the failed-drive case is not run"
 fi
+
+# A placement for 3 hosts (place --hosts 3): each rank reads only its own drive; with every
+# expert on every host (--replicate-hosts 1) a host whose drive fails is covered by the others,
+# without copies the run ends naming the host, the layer and the expert.
+for copies in 0 1; do
+  dirs=()
+  for h in 0 1 2; do mkdir -p "$work/hosts$copies/h$h"; dirs+=(--drive "$work/hosts$copies/h$h"); done
+  extra=(); [ $copies = 1 ] && extra=(--replicate-hosts 1)
+  "$bin" place -m "$model" --hosts 3 "${dirs[@]}" "${extra[@]}" --out "$work/hosts$copies.json" > /dev/null
+done
+run=(run -p "def fib(n):" -n 40 --ids --draft off "${common[@]}")
+"${mpi[@]}" "$bin" "${run[@]}" --placement "$work/hosts0.json" > "$work/hosts0.ids" 2>> "$work/three.err"
+same "a placement for 3 hosts (place --hosts 3): ids = 1 host" "$work/placed-one.ids" "$work/hosts0.ids"
+"${mpi[@]}" "$bin" "${run[@]}" --placement "$work/hosts1.json" > "$work/hosts1.ids" 2>> "$work/three.err"
+same "a placement with every expert on every host: ids = 1 host" "$work/placed-one.ids" "$work/hosts1.ids"
+rc=$("${mpirun[@]}" -n 2 "$bin" "${run[@]}" --placement "$work/hosts0.json" > /dev/null 2> "$work/hosts-count.err"; echo $?)
+check "a placement for 3 hosts on 2 ranks: one line, exit 1" \
+  "$([ "$rc" = 1 ] && grep -q "a placement for 3 hosts, but mpirun started 2 ranks" "$work/hosts-count.err"; echo $?)" \
+  "exit $rc: $(head -2 "$work/hosts-count.err")"
+[ "$(id -u)" = 0 ] && command -v unshare > /dev/null && for copies in 1 0; do
+  data=$(ls "$work/hosts$copies/h2")
+  mkdir -p "$work/broken$copies"
+  head -c "$(wc -c < "$work/hosts$copies/h2/$data")" /dev/zero | tr '\0' '\377' > "$work/broken$copies/$data"
+  rc=$("${mpirun[@]}" -n 2 "$bin" "${run[@]}" --placement "$work/hosts$copies.json" : -n 1 unshare -m sh -c \
+       'mount --bind "$0" "$1" && shift && exec "$@"' "$work/broken$copies" "$work/hosts$copies/h2" \
+       "$bin" "${run[@]}" --placement "$work/hosts$copies.json" > "$work/broken$copies.ids" 2> "$work/broken$copies.err"; echo $?)
+  if [ $copies = 1 ]; then
+    same "host placement, a host's drive fails, copies on the others: ids unchanged" "$work/placed-one.ids" "$work/broken1.ids"
+  else
+    check "host placement, a host's drive fails, no copies: one line naming host, layer and expert, exit 1" \
+      "$([ "$rc" = 1 ] && grep -q "deltafin: layer [0-9]* expert [0-9]*: host .* (rank 2) could not read it (.*), and no other host holds it" \
+         "$work/broken0.err"; echo $?)" "exit $rc: $(grep deltafin "$work/broken0.err" | head -3)"
+  fi
+done
 # Commands that run on one host refuse mpirun.
 rc=$("${mpi[@]}" "$bin" inspect -m "$model" > /dev/null 2> "$work/one-host.err"; echo $?)
 check "inspect under mpirun -n 3: refused in one line" \

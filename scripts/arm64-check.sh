@@ -49,7 +49,7 @@ install() {
 
 build() {
   cmake -S . -B build-arm64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+    -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DDELTAFIN_MPI=OFF \
     -Dsimdjson_DIR="$PWD/build-arm64/deps/usr/lib/aarch64-linux-gnu/cmake/simdjson" >/dev/null
   cmake --build build-arm64 -j "${JOBS:-$(cpu_count)}" --target deltafin deltafin_tests
 }
@@ -63,6 +63,10 @@ timed build build
 "${qemu[@]}" build-arm64/deltafin --version
 read -r -a targets <<<"$("${qemu[@]}" build-arm64/deltafin --version | sed -n 's/^simd: .* (available: \(.*\))$/\1/p')"
 failed=()
+# A build without MPI refuses a launch of several ranks in one line (mpirun's environment).
+refusal=$(OMPI_COMM_WORLD_SIZE=3 "${qemu[@]}" build-arm64/deltafin run -p x -n 1 2>&1) && failed+=("mpirun refusal: exit 0")
+grep -q "^deltafin: started by mpirun with 3 ranks, but this deltafin was built without MPI" <<< "$refusal" ||
+  failed+=("mpirun refusal: $refusal")
 for target in "${targets[@]}"; do
   export DELTAFIN_SIMD=$target
   "${qemu[@]}" build-arm64/deltafin --version | grep "^simd: $target "

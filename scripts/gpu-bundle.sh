@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 [ "$(uname -s)" = Linux ] || { echo "gpu-bundle.sh: Linux only (nvcc, ldd)" >&2; exit 1; }
 out=${1:-.gpuhost/bundle}
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DDELTAFIN_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DDELTAFIN_CUDA=ON -DDELTAFIN_MPI=OFF -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
 cmake --build build-cuda --target deltafin deltafin_tests kernel_bench cuda_expert_bench
 [ -d build/text-ref ] || { echo "build/text-ref is missing: run scripts/test.sh once first" >&2; exit 1; }
 rm -rf "$out" && mkdir -p "$out/lib"

@@ -17,12 +17,13 @@ trap 'rm -rf "$work"' EXIT
 mpirun=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 mpi=("${mpirun[@]}" -n 3)
-if ! OMPI_MCA_btl=self,tcp "${mpi[@]}" "$bin" run -m "$model" -p x -n 1 --draft off --threads 1 > "$work/probe" 2>&1; then
+# No shared-memory transport: the messages take the network path, on loopback only.
+export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+if ! "${mpi[@]}" "$bin" run -m "$model" -p x -n 1 --draft off --threads 1 > "$work/probe" 2>&1; then
   if grep -q "built without MPI" "$work/probe"; then
     echo "mpirun_hosts: SKIPPED: this deltafin was built without MPI"; exit 77
   fi
 fi
-export OMPI_MCA_btl=self,tcp  # no shared-memory transport: the messages take the network path
 failed=0
 check() {  # check NAME STATUS DETAIL
   if [ "$2" = 0 ]; then echo "ok   $1"; else echo "FAIL $1: $3"; failed=1; fi

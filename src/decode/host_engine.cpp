@@ -96,7 +96,8 @@ std::unique_ptr<hosts::HostExperts> open_host_experts(hosts::HostGroup& group, c
       owners = hosts::ExpertOwners(group.size(), experts.layers(), experts.experts(), std::move(holders));
     }
   }
-  return std::make_unique<hosts::HostExperts>(backend, store, group, std::move(owners), std::move(names), o.host_timeout);
+  return std::make_unique<hosts::HostExperts>(backend, store, group, std::move(owners), std::move(names), o.host_timeout,
+                                              experts.layers(), experts.experts());
 }
 
 std::vector<HostReport> host_reports(const hosts::HostExperts& producer, const EngineStats& own) {

@@ -304,7 +304,9 @@ class ModelEngine final : public Engine {
                                std::min(summary_.working_bytes, b.spine / 4);
   }
 
-  std::string usage_json() const override { return deltafin::usage_json(model_fingerprint(experts_), store_.usage()); }
+  std::string usage_json() const override {
+    return deltafin::usage_json(model_fingerprint(experts_), hosts_ ? hosts_->usage() : store_.usage());
+  }
 
  private:
   EngineOptions options_;

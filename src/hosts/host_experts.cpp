@@ -21,9 +21,10 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 }  // namespace
 
 HostExperts::HostExperts(Backend& backend, ExpertStore& store, HostGroup& group, ExpertOwners owners,
-                         std::vector<std::string> names, double timeout)
+                         std::vector<std::string> names, double timeout, int64_t layers, int64_t experts)
     : local_(backend, store), backend_(backend), group_(group), owners_(std::move(owners)), names_(std::move(names)),
-      timeout_(timeout), reports_(group.size()), pass_(group.size()), sent_at_(group.size()) {
+      timeout_(timeout), reports_(group.size()), pass_(group.size()), sent_at_(group.size()),
+      usage_(static_cast<size_t>(layers)), experts_(experts) {
   for (int h = 0; h < group.size(); ++h) reports_[h].rank = h, reports_[h].name = names_[h];
 }
 
@@ -53,6 +54,9 @@ void HostExperts::request(int64_t layer, std::span<const int32_t> experts, std::
   std::vector<int64_t> rows(experts.size());
   std::iota(rows.begin(), rows.end(), 0);
   pass_ = split(layer, experts, rows, first_positions);
+  std::vector<uint64_t>& used = usage_.at(static_cast<size_t>(layer));
+  if (used.empty()) used.resize(static_cast<size_t>(experts_));  // rows of dense layers stay empty
+  for (int32_t e : experts) ++used.at(static_cast<size_t>(e));
   pass_layer_ = layer;
   local_.request(layer, pass_[0].experts, pass_[0].first);
   for (int h = 1; h < group_.size(); ++h)

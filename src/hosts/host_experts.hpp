@@ -38,8 +38,9 @@ struct HostReport {
 
 class HostExperts final : public ExpertProducer {
  public:
+  // `layers` x `experts`: the routed-expert table's shape (for usage()).
   HostExperts(Backend& backend, ExpertStore& store, HostGroup& group, ExpertOwners owners, std::vector<std::string> names,
-              double timeout);
+              double timeout, int64_t layers, int64_t experts);
   ~HostExperts() override;  // stops the other hosts (not while an error unwinds: main aborts them)
 
   void request(int64_t layer, std::span<const int32_t> experts, std::span<const int64_t> first_positions) override;
@@ -47,6 +48,8 @@ class HostExperts final : public ExpertProducer {
 
   // Rank 0 is reports[0] (its counters are the engine's own).
   const std::vector<HostReport>& reports() const { return reports_; }
+  // Requests per (layer, expert) on every host, as ExpertStore::usage() counts them on one.
+  const std::vector<std::vector<uint64_t>>& usage() const { return usage_; }
 
  private:
   struct Share {  // one host's part of the pass at a layer
@@ -76,6 +79,8 @@ class HostExperts final : public ExpertProducer {
   int64_t n_ = 0, k_ = 0;
   std::vector<std::chrono::steady_clock::time_point> sent_at_;
   std::string why_;  // the last read failure a host reported
+  std::vector<std::vector<uint64_t>> usage_;
+  int64_t experts_ = 0;
 };
 
 }  // namespace deltafin::hosts

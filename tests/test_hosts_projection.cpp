@@ -22,7 +22,7 @@ TEST_CASE("inspect --hosts projects the real Kimi K3 as docs/hosts-projection.md
   test::check_contains(one.output, "expert cache   rank 0 11.684806 GB of 1446.456066 GB (hit 0.8078%)\n");
   test::check_contains(one.output, "a MoE layer    10.1904 ms");
   test::check_contains(one.output, "an expert 0.6369 ms on rank 0 (a miss read at 28 GB/s, the expert op at 1149 GB/s)");
-  test::check_contains(one.output, "spine          85.9411 ms a token on rank 0: 111.160722 GB computed at 1293.5 GB/s");
+  test::check_contains(one.output, "spine          85.9409 ms a token on rank 0: 111.160722 GB computed at 1293.5 GB/s");
   test::check_contains(one.output, "projected      0.9771 tok/s (1023.45 ms a token) on one host");
 
   const auto two = test::run_deltafin(kK3Hosts + "2");

@@ -16,9 +16,9 @@ namespace {
 
 // Compute rates measured on an H100 at Kimi K3's real per-layer shapes
 // (k3-public-bench/results/cuda-k3-shapes.md): the K3-shaped bench model's spine (5 layers,
-// 6,991,108,736 B besides the embedding table, of which a token reads one row) took 1.081 ms a
+// 6,991,125,504 B besides the embedding table, of which a token reads one row) took 1.081 ms a
 // layer warm; the expert op ran one position's 16 MXFP4 experts at 1149 GB/s.
-constexpr double kSpineBytesPerSecond = 6'991'108'736.0 / (5 * 1.081e-3);
+constexpr double kSpineBytesPerSecond = 6'991'125'504.0 / (5 * 1.081e-3);
 constexpr double kExpertBytesPerSecond = 1149e9;
 constexpr double kHeaderBytes = 64;  // a RUN's or a RESULT's header (docs/hosts-projection.md)
 

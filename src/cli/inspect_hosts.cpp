@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "decode/memory_plan.hpp"
+#include "hosts/wire.hpp"
 #include "util/error.hpp"
 
 namespace deltafin::cli {
@@ -20,7 +22,6 @@ namespace {
 // layer warm; the expert op ran one position's 16 MXFP4 experts at 1149 GB/s.
 constexpr double kSpineBytesPerSecond = 6'991'125'504.0 / (5 * 1.081e-3);
 constexpr double kExpertBytesPerSecond = 1149e9;
-constexpr double kHeaderBytes = 64;  // a RUN's or a RESULT's header (docs/hosts-projection.md)
 
 struct Link {
   std::string name;
@@ -93,6 +94,21 @@ double expected_busiest(const std::vector<Host>& hosts, int64_t k, int64_t all) 
   return expected;
 }
 
+// The bytes of a decode pass's Request, Run and Result (hosts/wire.hpp) for a host that runs
+// `mine` of the layer's top-k experts.
+uint64_t layer_messages(const FamilyDescription& d, int64_t mine) {
+  hosts::Request request;
+  request.experts.resize(static_cast<size_t>(mine)), request.first.resize(static_cast<size_t>(mine));
+  hosts::Run run;
+  run.n = 1, run.k = d.top_k, run.in = d.expert_input;
+  run.experts.resize(static_cast<size_t>(mine)), run.all.resize(static_cast<size_t>(d.top_k));
+  run.ids.resize(static_cast<size_t>(d.top_k)), run.x.resize(static_cast<size_t>(d.expert_input));
+  hosts::Result result;
+  result.in = d.expert_input;
+  result.slots.resize(static_cast<size_t>(mine)), result.rows.resize(static_cast<size_t>(mine * d.expert_input));
+  return hosts::encode(request).size() + hosts::encode(run).size() + hosts::encode(result).size();
+}
+
 struct Projection {
   std::vector<Host> hosts;
   double busiest = 0, even = 0;    // a MoE layer's experts: expected busiest host; split evenly
@@ -110,14 +126,12 @@ Projection project(const FamilyDescription& d, const PrintedPlan& printed, int64
   double drives = 0;
   for (double r : printed.drive_gbps) drives += r * 1e9;
   const double slot = static_cast<double>(printed.expert_slot), k = static_cast<double>(d.top_k);
-  const double reserve = static_cast<double>(working_reserve(d.bytes.spine));
   Projection out;
   for (int64_t h = 0; h < n; ++h) {
     Host host;
     host.experts = (d.experts - h + n - 1) / n;
     host.share = static_cast<double>(host.experts * d.moe_layers) * slot;
-    host.cache = h == 0 ? static_cast<double>(p.experts) : static_cast<double>(p.budget) - reserve;
-    host.cache = std::clamp(host.cache, 0.0, host.share);
+    host.cache = std::min(host.share, static_cast<double>(h == 0 ? p.experts : expert_host_cache(p.budget, UINT64_MAX)));
     host.hit = host.share > 0 ? host.cache / host.share : 1;
     host.seconds_per_expert = slot * (1 - host.hit) / drives + slot / kExpertBytesPerSecond;
     out.even = std::max(out.even, k * static_cast<double>(host.experts) / static_cast<double>(d.experts) * host.seconds_per_expert);
@@ -127,11 +141,11 @@ Projection project(const FamilyDescription& d, const PrintedPlan& printed, int64
   out.busiest = expected_busiest(out.hosts, d.top_k, d.experts);
   out.spine_compute = static_cast<double>(d.bytes.spine - d.bytes.spine_embed) / kSpineBytesPerSecond;
   out.spine_read = static_cast<double>(p.spine_read_per_token) / drives;
-  // Each host that holds some of the layer's experts: a RUN (header, the position's k ids, its
-  // row, 4 B an expert) and a RESULT (header, a row and its 4 B position for each of its experts).
-  const double row = 4.0 * static_cast<double>(d.expert_input);
+  // Each host that holds some of the layer's experts gets a Request and a Run and sends a Result
+  // back: a fixed size, and so much more for each of its experts.
   const double remote_slots = k * static_cast<double>(d.experts - out.hosts[0].experts) / static_cast<double>(d.experts);
-  out.message_bytes = out.remote_hosts * (2 * kHeaderBytes + 4 * k + row) + remote_slots * (4 + row + 4);
+  const double fixed = static_cast<double>(layer_messages(d, 0)), per_expert = static_cast<double>(layer_messages(d, 1)) - fixed;
+  out.message_bytes = out.remote_hosts * fixed + remote_slots * per_expert;
   return out;
 }
 
@@ -192,7 +206,7 @@ void print_hosts_projection(const FamilyDescription& d, const PrintedPlan& print
     std::printf("projected      %.4f tok/s (%.2f ms a token) on one host, no messages\n", 1 / t1, ms(t1));
     return;
   }
-  std::printf("messages       %.0f B a MoE layer: RUN and RESULT with %.4f hosts on average\n", pr.message_bytes, pr.remote_hosts);
+  std::printf("messages       %.0f B a MoE layer: Request, Run and Result with %.4f hosts on average\n", pr.message_bytes, pr.remote_hosts);
   for (const Link& link : links(h.link)) {
     const double t = pr.token(&link, d.moe_layers, false), net = link.rtt_seconds + pr.message_bytes / link.bytes_per_second;
     std::printf("link %-9s %.4g GB/s, round trip %.0f us: %.4f ms a MoE layer, %.4f ms a token (%.2f%% of a step)\n",

@@ -1,5 +1,6 @@
 // `deltafin inspect -m DIR`: architecture, layer and expert counts, parameters by dtype, and the
-// routed-expert bytes one token reads, and with --memory-gb the memory plan (inspect_plan.hpp). Reads headers only, never tensor data; a directory that
+// routed-expert bytes one token reads, and with --memory-gb the memory plan (inspect_plan.hpp), with --hosts the
+// projection over several hosts (inspect_hosts.hpp). Reads headers only, never tensor data; a directory that
 // holds only config.json is described from the config alone.
 #include <fmt/format.h>
 
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/inspect_hosts.hpp"
 #include "cli/inspect_plan.hpp"
 #include "util/human_bytes.hpp"
 #include "model/family.hpp"
@@ -66,15 +68,17 @@ void print_sizes(const std::string& dir, const std::string& config_path, bool we
   print_tensors(*index, family.expert_table(config_path, *index), d.top_k, d.experts);
 }
 
-int inspect(const std::string& dir, const PlanFlags& plan) {
+int inspect(const std::string& dir, const PlanFlags& plan, const HostsFlags& hosts) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   const Family& family = family_of(config_path);
   const bool weights = has_weights(dir);
-  std::printf("model          %s%s\n", dir.c_str(), weights ? "" : " (config.json only)");
   const FamilyDescription d = family.describe(config_path);
+  check_hosts_flags(d, plan, hosts);
+  std::printf("model          %s%s\n", dir.c_str(), weights ? "" : " (config.json only)");
   for (const std::string& line : d.lines) std::printf("%s\n", line.c_str());
   print_sizes(dir, config_path, weights, family, d);
-  print_memory_plan(d, plan);
+  const auto printed = print_memory_plan(d, plan);
+  if (printed) print_hosts_projection(d, *printed, hosts);
   return 0;
 }
 
@@ -83,6 +87,7 @@ int inspect(const std::string& dir, const PlanFlags& plan) {
 Command register_inspect(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   auto plan = std::make_shared<PlanFlags>();
+  auto hosts = std::make_shared<HostsFlags>();
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model directory (headers only; config.json alone works)");
   sub->add_option("-m,--model", *dir, "Model directory (default: the bundled model)");
   sub->add_option("--memory-gb", plan->memory_gb, "Print the memory plan under this budget (GB): what is resident, what streams, bytes read per token");
@@ -91,7 +96,16 @@ Command register_inspect(CLI::App& app) {
                   "on it, which stream from host memory (--memory-gb: its budget; default unbounded) and which from the drives");
   sub->add_option("--drive-gbps", plan->drive_gbps, "The drives' read rates in GB/s (comma-separated): predicted tokens per second");
   sub->add_option("--positions", plan->positions, "Positions whose KV cache and state the plan holds")->capture_default_str();
-  return {sub, [dir, plan] { return inspect(model_dir_or_default(*dir), *plan); }};
+  CLI::Option* hosts_option = sub->add_option("--hosts", hosts->hosts,
+                  "Project decode over this many equal hosts (MPI ranks), each with --memory-gb and the --drive-gbps drives: "
+                  "rank 0 runs the spine, every host its share of the routed experts (docs/hosts-projection.md)");
+  sub->add_option("--link", hosts->link,
+                  "The hosts' link for --hosts: 10gbe (1.25 GB/s, 100 us round trip), tb5 (MPI over TCP on Thunderbolt 5: "
+                  "1.3 GB/s, 300 us), or GBPS:RTT_US (default: both presets)");
+  return {sub, [dir, plan, hosts, hosts_option] {
+            hosts->given = hosts_option->count() > 0;
+            return inspect(model_dir_or_default(*dir), *plan, *hosts);
+          }};
 }
 
 }  // namespace deltafin::cli

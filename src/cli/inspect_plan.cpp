@@ -52,9 +52,9 @@ std::string unit_list(const std::vector<SpineUnit>& units, const std::vector<boo
 
 }  // namespace
 
-void print_memory_plan(const FamilyDescription& d, const PlanFlags& f) {
+std::optional<PrintedPlan> print_memory_plan(const FamilyDescription& d, const PlanFlags& f) {
   const bool device = f.device_memory_gb != 0;
-  if (f.memory_gb == 0 && !device && f.drive_gbps.empty()) return;
+  if (f.memory_gb == 0 && !device && f.drive_gbps.empty()) return std::nullopt;
   if (f.memory_gb == 0 && !device) fail("--drive-gbps needs --memory-gb (the plan the rates apply to)");
   if (f.memory_gb != 0 && !(f.memory_gb > 0 && f.memory_gb <= 1e9)) fail("--memory-gb must be a number of GB > 0 (got {})", f.memory_gb);
   if (device && !(f.device_memory_gb > 0 && f.device_memory_gb <= 1e9))
@@ -107,12 +107,13 @@ void print_memory_plan(const FamilyDescription& d, const PlanFlags& f) {
   if (device)
     std::printf("to device      %.6f GB a token, host to device = streamed spine %.6f GB + expert reads %.6f GB\n",
                 gb(p.upload_per_token), gb(p.spine_streamed), gb(p.expert_read_per_token));
-  if (rates.empty()) return;
+  if (rates.empty()) return PrintedPlan{p, in.expert_slot, rates};
   double sum = 0;
   std::string each;
   for (double r : rates) sum += r, each += (each.empty() ? "" : " + ") + fmt::format("{}", r);
   std::printf("predicted      %.4f tok/s from %zu drive(s) at %s = %.4g GB/s (reads alone: the I/O ceiling)\n",
               p.read_per_token() ? sum * 1e9 / p.read_per_token() : INFINITY, rates.size(), each.c_str(), sum);
+  return PrintedPlan{p, in.expert_slot, rates};
 }
 
 }  // namespace deltafin::cli

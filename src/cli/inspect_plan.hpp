@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "decode/memory_plan.hpp"
 #include "model/family.hpp"
 
 namespace deltafin::cli {
@@ -23,7 +25,15 @@ struct PlanFlags {
   int64_t positions = 4096;        // KV cache and state planned for
 };
 
-// Prints the plan lines; throws a one-line deltafin::Error naming the flag on bad values.
-void print_memory_plan(const FamilyDescription& d, const PlanFlags& f);
+// What the plan lines said, for the projection over several hosts (inspect_hosts.hpp).
+struct PrintedPlan {
+  BudgetPlan plan;
+  uint64_t expert_slot = 0;         // one expert record, 4 KiB-aligned
+  std::vector<double> drive_gbps;   // each drive's read rate
+};
+
+// Prints the plan lines (nothing without --memory-gb or --device-memory-gb: then nullopt); throws
+// a one-line deltafin::Error naming the flag on bad values.
+std::optional<PrintedPlan> print_memory_plan(const FamilyDescription& d, const PlanFlags& f);
 
 }  // namespace deltafin::cli

@@ -60,8 +60,7 @@ int serve_expert_host(const EngineOptions& o) {
     if (o.cache_gb_given) {
       share = static_cast<uint64_t>(o.cache_gb * 1e9);
     } else if (const auto budget = host_budget(o.memory_gb, "--memory-gb")) {
-      const uint64_t reserve = budget->bytes / 20 + (uint64_t{256} << 20);  // the passes' rows and outputs
-      share = std::min(all, budget->bytes > reserve ? budget->bytes - reserve : 0);
+      share = expert_host_cache(budget->bytes, all);
     }
     store = std::make_unique<ExpertStore>(*backend, *index, *experts, *reader, share);
     hello = describe_host(group, *backend, *experts, source);

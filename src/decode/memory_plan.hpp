@@ -9,6 +9,7 @@
 // docs/cuda.md for K3 on one GPU.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -104,6 +105,13 @@ inline uint64_t host_fixed_bytes(uint64_t spine, uint64_t expert_slot, uint64_t 
 
 // Working memory (activations, I/O buffers, the runtime): a quarter of the spine, 32 MB to 256 MB.
 uint64_t working_reserve(uint64_t spine);
+
+// An expert host's (an MPI rank above 0, src/hosts) routed-expert cache under a budget of
+// `budget` bytes: all but 5 % and 256 MiB (the passes' rows and outputs), at most `all_experts`.
+inline uint64_t expert_host_cache(uint64_t budget, uint64_t all_experts) {
+  const uint64_t reserve = budget / 20 + (uint64_t{256} << 20);
+  return budget > reserve ? std::min(all_experts, budget - reserve) : 0;
+}
 
 // The default --memory-gb: what the machine and its cgroup have free (util/memory_available),
 // less headroom for the rest of the system (5%, at least 256 MB; none when DELTAFIN_MEMORY_GB

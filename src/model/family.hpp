@@ -24,6 +24,7 @@ struct FamilyDescription {
   int64_t layers = 0, moe_layers = 0;
   int64_t experts = 0, top_k = 0;  // routed experts per MoE layer, chosen per token
   int64_t context = 0;             // max_position_embeddings (0: not stated)
+  int64_t expert_input = 0;        // the routed experts' input and output width (hidden; K3: the latent)
 };
 
 struct Family {

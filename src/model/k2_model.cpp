@@ -134,6 +134,7 @@ FamilyDescription describe_k2(const std::string& path) {
   const ModelConfig c = load_model_config(path);
   FamilyDescription d{{}, k2_bytes_from_config(c), c.num_hidden_layers, 0, c.n_routed_experts, c.num_experts_per_tok,
                       c.max_position_embeddings};
+  d.expert_input = c.hidden_size;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) d.moe_layers += c.is_moe_layer(l);
   d.lines.push_back(fmt::format("architecture   {} (DeepSeek-V3 architecture){}", c.model_type,
                                 c.outer_model_type.empty() ? "" : ", wrapped in " + c.outer_model_type));

@@ -258,6 +258,7 @@ FamilyDescription describe_k3(const std::string& path) {
   const K3Config c = load_k3_config(path);
   FamilyDescription d{{}, k3_bytes_from_config(c), c.num_hidden_layers, 0, c.num_experts, c.num_experts_per_token,
                       c.max_position_embeddings};
+  d.expert_input = c.latent_size;
   int64_t mla = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) mla += c.is_mla[l], d.moe_layers += c.is_moe_layer(l);
   d.lines.push_back("architecture   Kimi K3 (KDA + gated MLA hybrid, attention residuals, latent MoE)");

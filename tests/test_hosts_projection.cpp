@@ -34,10 +34,10 @@ TEST_CASE("inspect --hosts projects the real Kimi K3 as docs/hosts-projection.md
                                    "723.228033 GB (hit 16.7764%)");
   test::check_contains(two.output, "a MoE layer    5.6597 ms, the busiest host expected under uniform routing (5.0547 ms split evenly); "
                                    "an expert 0.6318 ms on rank 0, 0.5368 ms on the others");
-  test::check_contains(two.output, "messages       129540 B a MoE layer");
-  test::check_contains(two.output, "link 10gbe     1.25 GB/s, round trip 100 us: 0.2036 ms a MoE layer, 18.7341 ms a token (3.00% of a step)");
+  test::check_contains(two.output, "messages       129548 B a MoE layer");
+  test::check_contains(two.output, "link 10gbe     1.25 GB/s, round trip 100 us: 0.2036 ms a MoE layer, 18.7347 ms a token (3.00% of a step)");
   test::check_contains(two.output, "projected      1.5991 tok/s over 10gbe (625.37 ms a token) = 1.64x one host's 0.9771 tok/s; split evenly 1.7553 tok/s");
-  test::check_contains(two.output, "link tb5       1.3 GB/s, round trip 300 us: 0.3996 ms a MoE layer");
+  test::check_contains(two.output, "link tb5       1.3 GB/s, round trip 300 us: 0.3997 ms a MoE layer");
   test::check_contains(two.output, "(5.71% of a step)");
   test::check_contains(two.output, "projected      1.5542 tok/s over tb5 (643.40 ms a token) = 1.59x one host's 0.9771 tok/s; split evenly 1.7014 tok/s");
 
@@ -47,10 +47,10 @@ TEST_CASE("inspect --hosts projects the real Kimi K3 as docs/hosts-projection.md
   test::check_contains(four.output, "(hit 3.2313%), others 121.331565 GB of 361.614017 GB (hit 33.5528%)");
   test::check_contains(four.output, "a MoE layer    3.0506 ms, the busiest host expected under uniform routing (2.4868 ms split evenly); "
                                     "an expert 0.6217 ms on rank 0, 0.4317 ms on the others");
-  test::check_contains(four.output, "messages       215926 B a MoE layer: Request, Run and Result with 2.9713 hosts on average");
-  test::check_contains(four.output, "0.2727 ms a MoE layer, 25.0921 ms a token (6.41% of a step)");
+  test::check_contains(four.output, "messages       215950 B a MoE layer: Request, Run and Result with 2.9713 hosts on average");
+  test::check_contains(four.output, "0.2728 ms a MoE layer, 25.0939 ms a token (6.41% of a step)");
   test::check_contains(four.output, "projected      2.5530 tok/s over 10gbe (391.69 ms a token) = 2.61x one host's 0.9771 tok/s; split evenly 2.9427 tok/s");
-  test::check_contains(four.output, "0.4661 ms a MoE layer, 42.8809 ms a token (10.47% of a step)");
+  test::check_contains(four.output, "0.4661 ms a MoE layer, 42.8826 ms a token (10.47% of a step)");
   test::check_contains(four.output, "projected      2.4421 tok/s over tb5 (409.48 ms a token) = 2.50x one host's 0.9771 tok/s; split evenly 2.7963 tok/s");
 
   // One link, named or stated: 1.25:100 is 10gbe.

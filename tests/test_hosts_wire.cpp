@@ -88,3 +88,16 @@ TEST_CASE("hosts: equal shares and falling over to the next host", "[hosts]") {
   CHECK(placed.owner(0, 1) == 1);
   CHECK_THROWS_WITH(ExpertOwners(2, 1, 1, {{2}}), Catch::Contains("host 2 of a run of 2 hosts"));
 }
+
+TEST_CASE("hosts: a pass's experts go to their preferred holders, evened out where they have several", "[hosts]") {
+  // Two hosts that both hold everything (equal shares): experts 0, 2, 4, 6 prefer host 0, but
+  // host 0's even share of 4 experts is 2, so 4 and 6 go to host 1.
+  const ExpertOwners both = ExpertOwners::equal_shares(2, 1, 8);
+  const std::vector<int32_t> pass = {0, 2, 4, 6};
+  CHECK(both.balance(0, pass) == std::vector<int>{0, 0, 1, 1});
+  const std::vector<int32_t> mixed = {0, 1, 2, 3};
+  CHECK(both.balance(0, mixed) == std::vector<int>{0, 1, 0, 1});  // already even: every preferred holder
+  // One holder each: nothing to even out.
+  const ExpertOwners single(2, 1, 4, {{0}, {0}, {0}, {1}});
+  CHECK(single.balance(0, mixed) == std::vector<int>{0, 0, 0, 1});
+}

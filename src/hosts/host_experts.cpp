@@ -40,8 +40,9 @@ std::string HostExperts::label(int host) const { return host_label(names_[host],
 std::vector<HostExperts::Share> HostExperts::split(int64_t layer, std::span<const int32_t> experts,
                                                    std::span<const int64_t> rows, std::span<const int64_t> first) const {
   std::vector<Share> shares(group_.size());
+  const std::vector<int> hosts = owners_.balance(layer, experts);
   for (size_t i = 0; i < experts.size(); ++i) {
-    const int h = owners_.owner(layer, experts[i]);
+    const int h = hosts[i];
     if (h < 0) fail("layer {} expert {}: no host can read it (every host holding it failed)", layer, experts[i]);
     shares[h].experts.push_back(experts[i]);
     shares[h].rows.push_back(rows[i]);

@@ -1,5 +1,6 @@
 // Rank 0's producer of routed-expert outputs on several hosts (model/routed_experts.hpp's seam):
-// each pass's union is split by owner (hosts/expert_owners.hpp). request() starts this host's
+// each pass's union is split between the experts' holders (hosts/expert_owners.hpp: preferred
+// holders, evened out where an expert has several). request() starts this host's
 // reads and sends each other host its Request; run() sends them the pass's rows and routing,
 // runs this host's experts meanwhile, then writes each host's output rows into their slots of
 // work.y. The combine (ascending expert order) stays with the model on rank 0, so the output is

@@ -82,7 +82,7 @@ std::unique_ptr<hosts::HostExperts> open_host_experts(hosts::HostGroup& group, c
   if (!(o.host_timeout > 0 && o.host_timeout <= 86400))
     fail("--host-timeout must be a number of seconds in (0, 86400] (got {})", o.host_timeout);
   const hosts::Hello mine = describe_host(group, backend, experts, expert_source);
-  const std::vector<hosts::Hello> hellos = hosts::meet_hosts(group, mine, std::max(o.host_timeout, 600.0));
+  const std::vector<hosts::Hello> hellos = hosts::meet_hosts(group, mine, o.host_timeout);
   std::vector<std::string> names;
   for (const hosts::Hello& h : hellos) names.push_back(h.host);
   auto owners = hosts::ExpertOwners::equal_shares(group.size(), experts.layers(), experts.experts());

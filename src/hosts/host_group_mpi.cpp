@@ -98,12 +98,13 @@ class MpiGroup final : public HostGroup {
     MPI_Request request;
   };
   static double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-  // Busy for the first polls (a reply is often microseconds away), then yields, then sleeps
-  // 100 us (an idle server's hosts wait here for hours).
+  // Busy for the first polls (a reply is often microseconds away), then 50 us sleeps: a waiting
+  // rank must not take the CPU from one that computes (several ranks on one machine ran 1.4x
+  // slower next to ranks spinning in MPI_Recv; k3-public-bench docs/benchmarks.md), and an idle
+  // server's hosts wait here for hours. Costs at most 50 us a wait: ~5 ms a K3 token.
   static void pause(int spins) {
-    if (spins < 2000) return;
-    if (spins < 20000) return std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (spins < 64) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   // Completes sends that have gone out (oldest first; MPI moves the rest while we poll).
   void progress() {

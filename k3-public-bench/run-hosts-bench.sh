@@ -58,7 +58,7 @@ die() { echo "run-hosts-bench.sh: $*" >&2; exit 1; }
 [ "$(uname -s)" = Linux ] || die "Linux only (network namespaces, loop devices)"
 [ "$(id -u)" -eq 0 ] || die "needs root (namespaces, loop devices, blkio cgroup)"
 command -v mpirun >/dev/null && command -v mpicc >/dev/null || die "needs Open MPI (mpirun, mpicc): scripts/setup.sh"
-[ -x "$bin" ] || die "build first (scripts/build.sh)"
+[ -x "$bin" ] || [ "$ceilings_only" = 1 ] || die "build first (scripts/build.sh)"
 for h in $host_counts; do [[ $h =~ ^[1-9]$ ]] || die "--hosts takes host counts from 1 to 9"; done
 n_unequal=$(echo "$unequal" | tr , '\n' | wc -l | tr -d ' ')
 [[ $equal =~ ^[1-9][0-9]*$ ]] || die "--equal-mbps takes one whole number of MB/s"

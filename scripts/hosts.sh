@@ -56,11 +56,14 @@ shape() {
   burst=$(awk -v r="$rate" 'BEGIN { b = r * 1e9 / 8 * 100e-6; if (b < 131072) b = 131072; printf "%d", b }')
   if [ "$rtt" != 0 ]; then
     local delay_us; delay_us=$(awk -v u="$rtt" 'BEGIN { printf "%.1f", u / 4 }')
-    if "${tcn[@]}" qdisc add dev "$dev" root handle 1: netem delay "${delay_us}us" limit 100000 2>/dev/null; then
+    local err
+    if err=$("${tcn[@]}" qdisc add dev "$dev" root handle 1: netem delay "${delay_us}us" limit 100000 2>&1); then
       parent="parent 1:1 handle 10:"
       printf 'netem delay %sus + ' "$delay_us"
-    else
+    elif [[ $err == *"qdisc kind is unknown"* ]]; then
       printf 'no delay (kernel without sch_netem) + '
+    else
+      die "tc netem on $dev: $err"
     fi
   fi
   # shellcheck disable=SC2086

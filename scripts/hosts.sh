@@ -22,7 +22,8 @@
 #   scripts/hosts.sh exec K CMD...   CMD inside host K's namespace and its drives' cgroup, with
 #                                    DELTAFIN_HOST=deltafin-hostK and hostname deltafin-hostK
 #   scripts/hosts.sh mpirun ARGS...  mpirun with one slot per host (rank r on host r), the daemons
-#                                    started through `hosts.sh agent`, MPI traffic on 10.213.0.0/24
+#                                    started through `hosts.sh agent`, MPI traffic on 10.213.0.0/24,
+#                                    ranks not bound to cores (unless ARGS say --bind-to)
 #   scripts/hosts.sh agent HOST CMD...  mpirun's rsh agent (plm_rsh_agent): `exec` for a host name
 #   scripts/hosts.sh status
 #   scripts/hosts.sh down            ends the processes left in the namespaces (TERM, then KILL
@@ -243,6 +244,9 @@ case $cmd in
     asroot=()
     [ "$(id -u)" -ne 0 ] || asroot=(--allow-run-as-root)
     export DELTAFIN_HOSTS_STATE="$state"
+    # no binding unless ARGS ask (--bind-to): every daemon thinks it has the whole machine and
+    # would bind its rank to core 0, all ranks on one core
+    export OMPI_MCA_hwloc_base_binding_policy=${OMPI_MCA_hwloc_base_binding_policy:-none}
     exec mpirun ${asroot[@]+"${asroot[@]}"} -hostfile "$dir/hostfile" --mca plm_rsh_agent "$root/scripts/hosts.sh agent" \
       --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self --mca btl_tcp_if_include "$subnet" \
       --mca oob_tcp_if_include "$subnet" "$@" ;;

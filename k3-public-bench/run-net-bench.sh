@@ -55,5 +55,34 @@ for link in none 10gbe tb5; do
   } >> "$out.tmp"
   "$hosts_sh" down >/dev/null
 done
+cat >> "$out.tmp" <<'NOTES'
+
+## What the profiles assume, and what this emulation can and cannot show
+
+- 10gbe: 10 Gbit/s each way on every host's port of one switch, and 50 us for the round trip of a
+  small MPI message over kernel TCP (NIC, switch and both TCP stacks; an assumption, not measured).
+- tb5: 80 Gbit/s each way (Thunderbolt 5's symmetric rate; its 120 Gbit/s boost is one-way, for
+  displays), and 20 us for the round trip (point to point, no switch; an assumption between RDMA
+  over Thunderbolt and TCP over a Thunderbolt bridge, not measured). `hosts.sh up --rtt-us U` and
+  `--rate-gbit R` change either figure.
+- Topology: every host hangs off one bridge, so rank 0's link carries the traffic of all the other
+  hosts, as a switch port does. A Thunderbolt mesh has a cable per pair: with three or more hosts
+  the tb5 profile understates rank 0's bandwidth.
+- The model column is what the profile predicts for a round trip: the RTT assumption plus the
+  message sent each way at the link rate. Measured round trips below it mean that the emulated link
+  is faster than the profile there (below, the reasons), above it that this machine is slower.
+- tbf lets a burst of its bucket (131,072 B at 10 Gbit/s, 1 MB at 80: at least two 64 KiB GSO
+  packets, else it splits them) pass at the veth's own speed, so messages up to about the bucket
+  cross faster than the profile's rate; only longer transfers (the 1.8 MB row) show it. A 32 KiB
+  bucket made the 229 KB round trips 4 times slower than the rate (the GSO packets split), so the
+  bucket stays.
+- Without sch_netem in the kernel (the development VM's has none) no delay is added; the round
+  trip is then the machine's own (veth, bridge, both TCP stacks, Open MPI), and the model column
+  carries the assumption.
+- The ranks poll (Open MPI spins while it waits), and emulated hosts share this machine's cores
+  with each other and with whatever else runs: under load a round trip waits for a scheduler slice
+  (4 ms steps at HZ=250), which is why medians are given with the minimum and the load average.
+  With shaping, queued packets leave from softirq work that the load delays as well.
+NOTES
 mv "$out.tmp" "$out"
 cat "$out"

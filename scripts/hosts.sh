@@ -53,7 +53,7 @@ shape() {
   local ns=$1 dev=$2 rate=$3 rtt=$4 burst parent="root handle 1:" tcn=(tc)
   [ -z "$ns" ] || tcn=(tc -n "$ns")
   # tbf's bucket: 100 us at the rate, at least two 64 KiB GSO packets (smaller buckets split them)
-  # (a 32 KiB bucket measured 4x slower 229 KB round trips: k3-public-bench/results/hosts-network.md)
+  # (a 32 KiB bucket measured 3.7x slower 229 KB round trips: k3-public-bench/results/hosts-network.md)
   burst=$(awk -v r="$rate" 'BEGIN { b = r * 1e9 / 8 * 100e-6; if (b < 131072) b = 131072; printf "%d", b }')
   if [ "$rtt" != 0 ]; then
     local delay_us; delay_us=$(awk -v u="$rtt" 'BEGIN { printf "%.1f", u / 4 }')

@@ -95,7 +95,8 @@ if [ "$ceilings_only" = 0 ] && [ ! -f "$model/config.json" ]; then
 fi
 prompt=11,220,3301,47,5000,123,9,77,1024,2048,4000,15
 
-# place H RATES_LABEL: the placement of the experts over the H hosts' drives -> $run/place-H.json
+# place H: the placement of the experts over the H hosts' drives -> $run/place-H.json (host k's
+# drives are /mnt/deltafin-hostK-drive*, in host order; the flags follow `deltafin place --help`)
 place() {
   local h=$1 args=() k d
   for ((k = 0; k < h; k++)); do
@@ -157,7 +158,7 @@ for h in $host_counts; do
     skip=""
     if [ "$ceilings_only" = 1 ]; then skip="--ceilings-only"
     elif [ "$h" -ge 2 ] && [ "$engine" = 0 ]; then skip="no MPI engine in this build"; fi
-    if [ "$ceilings_only" = 0 ]; then place "$h" || skip="placement failed (deltafin place --hosts $h)"; fi
+    if [ -z "$skip" ]; then place "$h" || skip="placement failed (deltafin place --hosts $h)"; fi
     drive_ceilings "$h" > "$run/ceilings.txt"
     {
       echo

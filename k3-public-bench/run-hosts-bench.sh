@@ -19,8 +19,9 @@
 # Each run's ids must equal the first arm's (exit status 3 when not). Writes OUT (default
 # k3-public-bench/results/hosts-bench.md) with the provenance line, the ceilings, and per arm: tok/s
 # (median), its ratio to 1 host at equal rates, the floor (experts + spine bytes per token over the sum of the
-# drive ceilings of all hosts) and the ratio to it, and the receipt's per-host figures where the
-# stats JSON has them. Needs Linux, root, Open MPI, iproute2, loop devices and cgroup v1 blkio.
+# drive ceilings of all hosts) and the ratio to it, the bytes that crossed rank 0's link in a run
+# (veth counters: MPI and launch traffic, prefill included), and the receipt's per-host figures
+# where the stats JSON has them. Needs Linux, root, Open MPI, iproute2, loop devices and cgroup v1 blkio.
 #
 # Runs of H >= 2 need the MPI engine (src/hosts/): without it (`deltafin --version` names no MPI)
 # they are listed as skipped and only the ceilings and the 1-host arms run. --ceilings-only skips
@@ -109,14 +110,23 @@ place() {
   fi
 }
 
-# run_arm H BUDGET STATS: one cold run of H ranks, one per host; ids on stdout
+# link_bytes: tx + rx bytes so far on rank 0's link (the bridge side of host 0's veth)
+link_bytes() {
+  ip -s -j link show deltafin-h0 | python3 -c 'import json, sys; s = json.load(sys.stdin)[0]["stats64"]; print(s["tx"]["bytes"] + s["rx"]["bytes"])'
+}
+
+# run_arm H BUDGET STATS: one cold run of H ranks, one per host; ids on stdout, the bytes that
+# crossed rank 0's link during the run in STATS.link
 run_arm() {
-  local h=$1 g=$2 stats=$3 flag=()
+  local h=$1 g=$2 stats=$3 flag=() before rc=0
   [ "$g" = 0 ] || flag=(--memory-gb "$g")
   "$root/k3-public-bench/drop-cache.sh" || true
+  before=$(link_bytes)
   with_timeout "$run_timeout" "$hosts_sh" mpirun -n "$h" --bind-to none \
     "$bin" run -m "$model" --placement "$run/place-$h.json" --tokens "$prompt" -n "$tokens" --temp 0 --ids \
-    --ignore-eos --draft off ${flag[@]+"${flag[@]}"} --stats-json "$stats" 2> "$stats.err"
+    --ignore-eos --draft off ${flag[@]+"${flag[@]}"} --stats-json "$stats" 2> "$stats.err" || rc=$?
+  echo $(($(link_bytes) - before)) > "$stats.link"
+  return "$rc"  # (set -e does not apply inside `ids=$(run_arm ...) || die`)
 }
 
 # drive_ceilings H: per drive "HOST GB/s", fio inside the drive's host and cgroup, over a 256 MiB
@@ -178,8 +188,8 @@ for h in $host_counts; do
     fi
     {
       echo
-      echo "| --memory-gb | runs | decode tok/s (median) | x 1 host | spine GB/token | experts GB/token | floor tok/s | of floor | per host: expert GB read, GB/s, network wait |"
-      echo "|---|---|---|---|---|---|---|---|---|"
+      echo "| --memory-gb | runs | decode tok/s (median) | x 1 host | spine GB/token | experts GB/token | floor tok/s | of floor | rank 0's link MB per run | per host: expert GB read, GB/s, network wait |"
+      echo "|---|---|---|---|---|---|---|---|---|---|"
     } >> "$out.tmp"
     for g in $budgets; do
       for ((r = 0; r < repeat; r++)); do

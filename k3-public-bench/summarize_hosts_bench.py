@@ -5,9 +5,9 @@
 
 CEILINGS: lines "HOST GB/s", one per drive of every host (the floor's sum). STATS: the
 `deltafin run --stats-json` of each run (rank 0's, with the per-host receipt under "hosts" when the
-MPI engine writes one). --record-base writes this arm's median tok/s to FILE (the 1-host arm);
+MPI engine writes one); STATS.link, where present, the bytes that crossed rank 0's link in the run. --record-base writes this arm's median tok/s to FILE (the 1-host arm);
 --base reads it for the speedup column. Prints:
-| budget | runs | tok/s | x 1 host | spine GB/token | experts GB/token | floor tok/s | of floor | per host |
+| budget | runs | tok/s | x 1 host | spine GB/token | experts GB/token | floor tok/s | of floor | link MB | per host |
 """
 import json
 import statistics
@@ -52,11 +52,18 @@ def main(argv):
             speedup = "-"
     per_token = statistics.median(s + e for s, e in zip(spine, experts))
     floor = ceil / per_token if per_token else 0
+    links = []
+    for p in argv[5:]:
+        try:
+            links.append(int(open(p + ".link").read()))
+        except (OSError, ValueError):
+            pass
+    link = f"{statistics.median(links) / 1e6:.1f}" if links else "-"
     mid = stats[rates.index(sorted(rates)[len(rates) // 2])]
     hosts = per_host(mid.get("hosts", []), mid["decode"]["seconds"])
     print(f"| {budget if budget != '0' else 'default'} | {len(stats)} | {tok_s:.3f} | {speedup} | "
           f"{statistics.median(spine) / 1e9:.4f} | {statistics.median(experts) / 1e9:.4f} | {floor:.3f} | "
-          f"{100 * tok_s / floor if floor else 0:.0f} % | {hosts} |")
+          f"{100 * tok_s / floor if floor else 0:.0f} % | {link} | {hosts} |")
 
 
 if __name__ == "__main__":

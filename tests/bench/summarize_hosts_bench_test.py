@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """k3-public-bench/summarize_hosts_bench.py on made-up runs (CTest bench_summarize_hosts): the
 median run of an arm, the floor from every host's drive ceilings and the bytes per token, the
-speedup against the recorded 1-host arm, and the per-host receipt where the stats have one (and a
+speedup against the recorded 1-host arm, the bytes on rank 0's link, and the per-host receipt where the stats have one (and a
 dash where they do not). Python stdlib only."""
 import json
 import os
@@ -21,13 +21,17 @@ def stats(tokens, seconds, expert_gb_per_token, hosts=None):
     return s
 
 
-def row(tmp, mode, budget, ceilings, runs):
+def row(tmp, mode, budget, ceilings, runs, links=()):
     with open(os.path.join(tmp, "ceilings.txt"), "w") as f:
         f.write("".join(f"{host} {gbps}\n" for host, gbps in ceilings))
     paths = []
     for i, s in enumerate(runs):
         paths.append(os.path.join(tmp, f"stats-{i}.json"))
         json.dump(s, open(paths[-1], "w"))
+        if i < len(links):
+            open(paths[-1] + ".link", "w").write(f"{links[i]}\n")
+        elif os.path.exists(paths[-1] + ".link"):
+            os.remove(paths[-1] + ".link")
     p = subprocess.run([sys.executable, SUMMARIZE, mode, os.path.join(tmp, "base"), budget,
                         os.path.join(tmp, "ceilings.txt")] + paths, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
@@ -42,15 +46,16 @@ def main():
         assert one[:4] == ["default", "3", "3.000", "1.00"], one
         # floor: 0.30 GB/s over 0.10 GB per token = 3.0 tok/s; the median run is at 100 %
         assert one[6:8] == ["3.000", "100 %"], one
-        assert one[8] == "-", one
+        assert one[8:10] == ["-", "-"], one
         # 2 hosts at 5.7 tok/s: 1.90x the recorded 1-host arm; the receipt per host
         hosts = [{"expert_bytes": 0.54e9, "gbps": 0.29, "network_wait_seconds": 0.21},
                  {"expert_bytes": 0.54e9, "gbps": 0.30, "network_wait_seconds": 0.0}]
         two = row(tmp, "--base", "0.5", [(0, 0.15), (0, 0.15), (1, 0.15), (1, 0.15)],
-                  [stats(12, 12 / 5.7, 0.09, hosts)])
+                  [stats(12, 12 / 5.7, 0.09, hosts)], links=[21_500_000])
         assert two[:4] == ["0.5", "1", "5.700", "1.90"], two
         assert two[6:8] == ["6.000", "95 %"], two
-        assert two[8] == "h0: 0.540 GB, 0.290 GB/s, net 0.210 s (10 %); h1: 0.540 GB, 0.300 GB/s, net 0.000 s (0 %)", two
+        assert two[8] == "21.5", two
+        assert two[9] == "h0: 0.540 GB, 0.290 GB/s, net 0.210 s (10 %); h1: 0.540 GB, 0.300 GB/s, net 0.000 s (0 %)", two
     # no base recorded: a dash, not a crash
     with tempfile.TemporaryDirectory() as tmp:
         r = row(tmp, "--base", "0", [(0, 0.15)], [stats(12, 4.0, 0.09)])

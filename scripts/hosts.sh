@@ -220,8 +220,10 @@ host_exec() {
   if grep -q "^drives $ns\$" "$state" && [ -d "$cgroup" ]; then
     echo $$ > "$cgroup/cgroup.procs" || die "cannot join $cgroup"
   fi
-  # its own hostname (UTS namespace) so that MPI tells the hosts apart by name, as on real hosts
-  exec ip netns exec "$ns" env DELTAFIN_HOST="$ns" unshare --uts sh -c 'hostname "$DELTAFIN_HOST" && exec "$@"' sh "$@"
+  # Only the network namespace is entered (nsenter, not `ip netns exec`, which remounts /sys and so
+  # hides /sys/fs/cgroup: deltafin's memory budget and CPU count read their cgroup limits there),
+  # plus a UTS namespace with the host's own name, so that MPI tells the hosts apart by name.
+  exec nsenter --net="/run/netns/$ns" env DELTAFIN_HOST="$ns" unshare --uts sh -c 'hostname "$DELTAFIN_HOST" && exec "$@"' sh "$@"
 }
 
 cmd=${1:-}; shift || true

@@ -5,7 +5,8 @@
 # devices and cgroup v1 blkio exist), the same `up` again (nothing to do) and another (refused),
 # `exec` inside a host (its hostname, address and blkio cgroup), two MPI ranks of
 # tools/mpi_pingpong.c through `hosts.sh mpirun` (one per host, its traffic counted on the shaped
-# link), and `down` ending a process left in a namespace and leaving nothing behind.
+# link), `down` ending a process left in a namespace and leaving nothing behind, and an `up` that
+# fails half way undoing itself.
 #   tests/hosts/hosts_script_test.sh
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -90,5 +91,15 @@ grep -q 'ending processes left in deltafin-host1' "$work/down.txt" || fail "down
 ! mountpoint -q /mnt/deltafin-host1-drive0 2>/dev/null || fail "drive left mounted"
 [ ! -d /sys/fs/cgroup/blkio/deltafin-host1-bench ] || fail "cgroup left"
 out=$("$hosts" down 2>&1) || fail "a second down: $out"
+
+# an up that fails half way (a drive image larger than ext4 allows) undoes what it made
+if [ -n "$cgroup_want" ]; then
+  if "$hosts" up 2 --drives-per-host 1 --size-gb 99999 > "$work/bad.txt" 2>&1; then fail "up with a 99999 GiB drive succeeded"; fi
+  grep -q 'up failed; undoing' "$work/bad.txt" || fail "the failed up did not undo: $(cat "$work/bad.txt")"
+  ! ip netns list | grep -q '^deltafin-host' || fail "namespaces left after a failed up: $(ip netns list)"
+  ! ip link show deltafin-br >/dev/null 2>&1 || fail "bridge left after a failed up"
+  [ ! -e "$DELTAFIN_HOSTS_STATE" ] || fail "state left after a failed up"
+  [ ! -e /var/tmp/deltafin-host0-drives ] || fail "drive images left after a failed up"
+fi
 rm -rf "$work"
 echo "hosts.sh: ok"

@@ -23,8 +23,9 @@
 # (veth counters: MPI and launch traffic, prefill included), and the receipt's per-host figures
 # where the stats JSON has them. Needs Linux, root, Open MPI, iproute2, loop devices and cgroup v1 blkio.
 #
-# Runs of H >= 2 need the MPI engine (src/hosts/): without it (`deltafin --version` names no MPI)
-# they are listed as skipped and only the ceilings and the 1-host arms run. --ceilings-only skips
+# Unequal arms are placed with `--host-weights` from the hosts' measured ceilings. Runs of H >= 2
+# need a build with MPI: without it they are listed as skipped and only the ceilings and the
+# 1-host arms run. --ceilings-only skips
 # every deltafin run. On exit, also on failure or Ctrl-C, everything it made is removed: hosts,
 # drives, placements and the model it generated (--keep keeps the model). Bounded: each deltafin
 # run is killed after RUN_TIMEOUT seconds (default 900).
@@ -67,9 +68,13 @@ n_unequal=$(echo "$unequal" | tr , '\n' | wc -l | tr -d ' ')
 [[ $per_host =~ ^[1-9]$ ]] || die "--drives-per-host takes 1 to 9"
 [[ $repeat =~ ^[1-9]$ ]] || die "--repeat takes 1 to 9"
 [ -e "${DELTAFIN_HOSTS_STATE:-/var/tmp/deltafin-hosts.state}" ] && die "hosts are up already (scripts/hosts.sh down first)"
-# The multi-host engine is in this build when `deltafin --version` names MPI (src/hosts/).
-engine=0
-if "$bin" --version 2>/dev/null | grep -qi mpi; then engine=1; fi
+# The multi-host engine is in this build unless 2 ranks (on loopback) are refused as a build without MPI.
+engine=1
+if [ "$ceilings_only" = 0 ] && OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo \
+   with_timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 \
+   "$bin" run -m "$root/models/default" -p x -n 1 --draft off --threads 1 2>&1 | grep -q "built without MPI"; then
+  engine=0
+fi
 
 # --- cleanup: from here on, whatever happens, what the run made goes when it ends ---
 mkdir -p "$work"
@@ -96,18 +101,17 @@ if [ "$ceilings_only" = 0 ] && [ ! -f "$model/config.json" ]; then
 fi
 prompt=11,220,3301,47,5000,123,9,77,1024,2048,4000,15
 
-# place H: the placement of the experts over the H hosts' drives -> $run/place-H.json (host k's
-# drives are /mnt/deltafin-hostK-drive*, in host order; the flags follow `deltafin place --help`)
+# place H WEIGHTS: the placement of the experts over the H hosts' drives -> $run/place-H.json, each
+# host's share on its own drives (manifest version 4: drive_hosts; `place --hosts H` takes the
+# drives as H consecutive groups); WEIGHTS (W0,W1,...; empty: equal shares) sizes the shares
 place() {
-  local h=$1 args=() k d
+  local h=$1 weights=$2 args=() k d
   for ((k = 0; k < h; k++)); do
     for ((d = 0; d < per_host; d++)); do args+=(--drive "/mnt/deltafin-host$k-drive$d"); done
   done
-  if [ "$h" -eq 1 ]; then
-    "$bin" place -m "$model" "${args[@]}" --out "$run/place-$h.json" >/dev/null
-  else  # each host's share on its own drives (manifest version 4: drive_hosts)
-    "$bin" place -m "$model" --hosts "$h" "${args[@]}" --out "$run/place-$h.json" >/dev/null
-  fi
+  [ "$h" -eq 1 ] || args+=(--hosts "$h")
+  [ -z "$weights" ] || args+=(--host-weights "$weights")
+  "$bin" place -m "$model" "${args[@]}" --out "$run/place-$h.json" >/dev/null
 }
 
 # link_bytes: tx + rx bytes so far on rank 0's link (the bridge side of host 0's veth)
@@ -151,7 +155,7 @@ drive_ceilings() {
   echo
   echo "Command: \`k3-public-bench/run-hosts-bench.sh --hosts \"$host_counts\" --link $link --drives-per-host $per_host --equal-mbps $equal --unequal-mbps $unequal --budgets \"$budgets\" --tokens $tokens --repeat $repeat\`."
   echo "Each run: \`scripts/hosts.sh mpirun -n H --bind-to none deltafin run -m MODEL --placement MANIFEST --tokens $prompt -n $tokens --temp 0 --ids --ignore-eos --draft off [--memory-gb G] --stats-json F\`, page cache dropped before it."
-  [ "$engine" = 1 ] || echo "This build has no MPI engine (deltafin --version names no MPI): runs of 2 or more hosts were skipped."
+  [ "$engine" = 1 ] || echo "This build has no MPI engine (built without MPI): runs of 2 or more hosts were skipped."
   echo "Load average before: $(cut -d' ' -f1-3 /proc/loadavg)."
 } > "$out.tmp"
 
@@ -168,8 +172,11 @@ for h in $host_counts; do
     skip=""
     if [ "$ceilings_only" = 1 ]; then skip="--ceilings-only"
     elif [ "$h" -ge 2 ] && [ "$engine" = 0 ]; then skip="no MPI engine in this build"; fi
-    if [ -z "$skip" ]; then place "$h" || skip="placement failed (deltafin place --hosts $h)"; fi
     drive_ceilings "$h" > "$run/ceilings.txt"
+    # unequal drives: each host's share in proportion to its drives' measured ceilings
+    weights=
+    [ "$rates" = "$equal" ] || weights=$(awk '{ s[$1] += $2 } END { for (k = 0; k in s; k++) printf "%s%.3f", (k ? "," : ""), s[k] }' "$run/ceilings.txt")
+    if [ -z "$skip" ]; then place "$h" "$weights" || skip="placement failed (deltafin place --hosts $h)"; fi
     {
       echo
       echo "## $h host(s), $per_host drives each, read caps $rates MB/s (per host), link $link"
@@ -179,6 +186,7 @@ for h in $host_counts; do
       if [ -s "$run/ceilings.txt" ]; then
         echo "fio ceilings (1 MiB pieces, 8 in flight, each drive alone), GB/s: $(awk '{ s[$1] = s[$1] (s[$1] == "" ? "" : " + ") $2; t += $2 } END { for (k = 0; k in s; k++) printf "host %s: %s; ", k, s[k]; printf "sum %.3f", t }' "$run/ceilings.txt")."
       fi
+      [ -z "$weights" ] || echo "Placed with \`--host-weights $weights\` (each host's summed drive ceilings)."
       if [ "$h" -ge 2 ]; then echo; "$root/k3-public-bench/net-ceiling.sh" "$net_runs"; fi
     } >> "$out.tmp"
     if [ -n "$skip" ]; then
@@ -188,7 +196,7 @@ for h in $host_counts; do
     fi
     {
       echo
-      echo "| --memory-gb | runs | decode tok/s (median) | x 1 host | spine GB/token | experts GB/token | floor tok/s | of floor | rank 0's link MB per run | per host: expert GB read, GB/s, network wait |"
+      echo "| --memory-gb | runs | decode tok/s (median) | x 1 host | spine GB/token | experts GB/token | floor tok/s | of floor | rank 0's link MB per run | per host (whole run): expert GB read at GB/s over its busiest drive's busy time; network time (share of the run), rank 0's wait for it, round trips and their mean Run + Result sizes |"
       echo "|---|---|---|---|---|---|---|---|---|---|"
     } >> "$out.tmp"
     for g in $budgets; do

@@ -15,17 +15,21 @@ import sys
 
 
 def per_host(hosts, seconds):
-    """Each host's expert GB read, GB/s and network wait (share of the decode), where reported."""
+    """Each host's receipt (--stats-json "hosts", whole run): expert GB read and the rate over its
+    busiest drive's busy time; for the other hosts, the network's time and share of the run, rank
+    0's wait for it, and the mean message sizes of a round trip (Run to it, Result back)."""
     cells = []
-    for i, h in enumerate(hosts):
-        parts = []
-        if "expert_bytes" in h:
-            parts.append(f"{h['expert_bytes'] / 1e9:.3f} GB")
-        if "gbps" in h:
-            parts.append(f"{h['gbps']:.3f} GB/s")
-        if "network_wait_seconds" in h and seconds:
-            parts.append(f"net {h['network_wait_seconds']:.3f} s ({100 * h['network_wait_seconds'] / seconds:.0f} %)")
-        cells.append(f"h{i}: " + ", ".join(parts or ["-"]))
+    for h in hosts:
+        text = f"{h.get('name', h.get('rank', '?'))}: {h.get('expert_bytes_read', 0) / 1e9:.3f} GB"
+        if h.get("drive_busy_seconds"):
+            text += f" at {h['expert_bytes_read'] / h['drive_busy_seconds'] / 1e9:.3f} GB/s"
+        trips = h.get("round_trips", 0)
+        if trips:
+            net = h.get("network_seconds", 0)
+            share = f" ({100 * net / seconds:.0f} %)" if seconds else ""
+            text += (f", network {net:.3f} s{share}, rank 0 waited {h.get('stall_seconds', 0):.3f} s, {trips} round trips"
+                     f" of {h.get('bytes_to', 0) / trips / 1e3:.1f} KB + {h.get('bytes_from', 0) / trips / 1e3:.1f} KB")
+        cells.append(text)
     return "; ".join(cells) or "-"
 
 
@@ -60,7 +64,7 @@ def main(argv):
             pass
     link = f"{statistics.median(links) / 1e6:.1f}" if links else "-"
     mid = stats[rates.index(sorted(rates)[len(rates) // 2])]
-    hosts = per_host(mid.get("hosts", []), mid["decode"]["seconds"])
+    hosts = per_host(mid.get("hosts", []), mid["decode"]["seconds"] + mid.get("prefill", {}).get("seconds", 0))
     print(f"| {budget if budget != '0' else 'default'} | {len(stats)} | {tok_s:.3f} | {speedup} | "
           f"{statistics.median(spine) / 1e9:.4f} | {statistics.median(experts) / 1e9:.4f} | {floor:.3f} | "
           f"{100 * tok_s / floor if floor else 0:.0f} % | {link} | {hosts} |")

@@ -15,6 +15,7 @@ SUMMARIZE = os.path.join(ROOT, "k3-public-bench", "summarize_hosts_bench.py")
 
 def stats(tokens, seconds, expert_gb_per_token, hosts=None):
     s = {"decode": {"tokens": tokens, "seconds": seconds, "expert_bytes": expert_gb_per_token * 1e9 * tokens},
+         "prefill": {"tokens": 12, "seconds": 3 - seconds if hosts else 1.0},
          "spine": {"decode_bytes_read": 0.01e9 * tokens}}
     if hosts is not None:
         s["hosts"] = hosts
@@ -48,14 +49,19 @@ def main():
         assert one[6:8] == ["3.000", "100 %"], one
         assert one[8:10] == ["-", "-"], one
         # 2 hosts at 5.7 tok/s: 1.90x the recorded 1-host arm; the receipt per host
-        hosts = [{"expert_bytes": 0.54e9, "gbps": 0.29, "network_wait_seconds": 0.21},
-                 {"expert_bytes": 0.54e9, "gbps": 0.30, "network_wait_seconds": 0.0}]
+        hosts = [{"rank": 0, "name": "deltafin-host0", "expert_bytes_read": 0.54e9, "drive_busy_seconds": 1.8,
+                  "round_trips": 0},
+                 {"rank": 1, "name": "deltafin-host1", "expert_bytes_read": 0.54e9, "drive_busy_seconds": 2.0,
+                  "round_trips": 108, "network_seconds": 0.21, "stall_seconds": 0.05, "bytes_to": 108 * 8300,
+                  "bytes_from": 108 * 66000}]
         two = row(tmp, "--base", "0.5", [(0, 0.15), (0, 0.15), (1, 0.15), (1, 0.15)],
                   [stats(12, 12 / 5.7, 0.09, hosts)], links=[21_500_000])
         assert two[:4] == ["0.5", "1", "5.700", "1.90"], two
         assert two[6:8] == ["6.000", "95 %"], two
         assert two[8] == "21.5", two
-        assert two[9] == "h0: 0.540 GB, 0.290 GB/s, net 0.210 s (10 %); h1: 0.540 GB, 0.300 GB/s, net 0.000 s (0 %)", two
+        # the network's share of the whole run (decode 12 / 5.7 s + prefill 0.895 s = 3 s)
+        assert two[9] == ("deltafin-host0: 0.540 GB at 0.300 GB/s; deltafin-host1: 0.540 GB at 0.270 GB/s, network 0.210 s (7 %), "
+                          "rank 0 waited 0.050 s, 108 round trips of 8.3 KB + 66.0 KB"), two
     # no base recorded: a dash, not a crash
     with tempfile.TemporaryDirectory() as tmp:
         r = row(tmp, "--base", "0", [(0, 0.15)], [stats(12, 4.0, 0.09)])

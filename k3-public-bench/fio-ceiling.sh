@@ -18,10 +18,11 @@ file=${1:-} piece=${2:-} depth=${3:-} secs=${4:-10}
   { echo "fio-ceiling.sh: PIECE_BYTES must be a multiple of 4096, DEPTH a positive integer" >&2; exit 2; }
 [ -f "$file" ] || { echo "fio-ceiling.sh: no file $file" >&2; exit 1; }
 [ "$(file_bytes "$file")" -ge "$piece" ] || { echo "fio-ceiling.sh: $file is smaller than one piece" >&2; exit 1; }
-caps=/sys/fs/cgroup/blkio/deltafin-bench/blkio.throttle.read_bps_device
+drives_cgroup=${DELTAFIN_DRIVES_NAME:-deltafin}-bench  # scripts/drives.sh's cgroup (one per emulated host)
+caps=/sys/fs/cgroup/blkio/$drives_cgroup/blkio.throttle.read_bps_device
 if [ -r "$caps" ]; then  # Linux, drives throttled by scripts/drives.sh
   dev=$(python3 -c 'import os, sys; d = os.stat(sys.argv[1]).st_dev; print("%d:%d" % (os.major(d), os.minor(d)))' "$file")
-  if grep -q "^$dev " "$caps" && ! grep -q '^[0-9]*:blkio:/deltafin-bench$' /proc/self/cgroup; then
+  if grep -q "^$dev " "$caps" && ! grep -q "^[0-9]*:blkio:/$drives_cgroup\$" /proc/self/cgroup; then
     echo "fio-ceiling.sh: warning: $file's drive is throttled but this process is outside its cgroup" >&2
   fi
 fi

@@ -16,21 +16,26 @@
 # /var/tmp/deltafin-drives.state); `down` removes only what is recorded there, after checking
 # that each mount and loop device is still the one it made.
 #
+# Several independent sets (one per emulated host, scripts/hosts.sh): DELTAFIN_DRIVES_NAME=NAME
+# (default deltafin) names the set's state /var/tmp/NAME-drives.state, images under
+# /var/tmp/NAME-drives, mounts /mnt/NAME-drive$i and cgroup NAME-bench; every subcommand takes it.
+#
 # Real drives need none of this: pass each drive's mount point to `deltafin place --drive DIR`
 # (and run the benchmarks directly, without `exec`).
 set -euo pipefail
 [ "$(uname -s)" = Linux ] || { echo "drives.sh: Linux only (loop devices, blkio cgroup); on a Mac benchmark real drives: k3-public-bench/run-bench.sh --drive DIR" >&2; exit 1; }
 
-state=${DELTAFIN_DRIVES_STATE:-/var/tmp/deltafin-drives.state}
-blkio=/sys/fs/cgroup/blkio
-cgroup=$blkio/deltafin-bench
-
 die() { echo "drives.sh: $*" >&2; exit 1; }
+name=${DELTAFIN_DRIVES_NAME:-deltafin}
+[[ $name =~ ^[a-z][a-z0-9-]{0,30}$ ]] || die "DELTAFIN_DRIVES_NAME=$name: lower-case letters, digits and '-', at most 31"
+state=${DELTAFIN_DRIVES_STATE:-/var/tmp/$name-drives.state}
+blkio=/sys/fs/cgroup/blkio
+cgroup=$blkio/$name-bench
 record() { echo "$*" >> "$state"; }
 need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root"; }
 
 up() {
-  local n=${1:-} size=16 mbps=0 root=/var/tmp/deltafin-drives
+  local n=${1:-} size=16 mbps=0 root=/var/tmp/$name-drives
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "usage: drives.sh up N [--size-gb G] [--read-mbps M | M0,M1,...] [--root DIR]"
   shift
   while [ $# -gt 0 ]; do
@@ -58,15 +63,15 @@ up() {
   if [ -e "$cgroup" ]; then die "$cgroup exists but is not ours; remove it first"; fi
   for ((i = 0; i < n; i++)); do
     if [ -e "$root/drive$i.img" ]; then die "$root/drive$i.img exists but is not ours"; fi
-    if mountpoint -q "/mnt/deltafin-drive$i"; then die "/mnt/deltafin-drive$i is already a mount point"; fi
+    if mountpoint -q "/mnt/$name-drive$i"; then die "/mnt/$name-drive$i is already a mount point"; fi
   done
 
   trap 'echo "drives.sh: up failed; undoing" >&2; down' ERR
-  record "# deltafin drives: $n x $size GiB, read cap $([ "$any" -gt 0 ] && echo "$mbps MB/s" || echo none)"
+  record "# $name drives: $n x $size GiB, read cap $([ "$any" -gt 0 ] && echo "$mbps MB/s" || echo none)"
   [ -d "$root" ] || { mkdir -p "$root"; record "dir $root"; }
   if [ -d "$blkio" ]; then mkdir "$cgroup"; record "cgroup $cgroup"; fi
   for ((i = 0; i < n; i++)); do
-    local img=$root/drive$i.img mnt=/mnt/deltafin-drive$i dev
+    local img=$root/drive$i.img mnt=/mnt/$name-drive$i dev
     record "image $img"; truncate -s "${size}G" "$img"
     dev=$(losetup --find --show --direct-io=on "$img"); record "loop $dev $img"
     [ "$(cat "/sys/block/${dev#/dev/}/loop/dio")" = 1 ] || echo "drives.sh: warning: $dev has no direct I/O" >&2

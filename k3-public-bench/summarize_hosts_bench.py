@@ -14,10 +14,10 @@ import statistics
 import sys
 
 
-def per_host(hosts, seconds):
+def per_host(hosts, seconds, decode_seconds=0):
     """Each host's receipt (--stats-json "hosts", whole run): expert GB read and the rate over its
-    busiest drive's busy time; for the other hosts, the network's time and share of the run, rank
-    0's wait for it, and the mean message sizes of a round trip (Run to it, Result back)."""
+    busiest drive's busy time; for the other hosts, the network's part of rank 0's waits and its
+    share of the run (of the decode where the receipt has it), rank 0's wait for it, and the mean message sizes of a round trip (Run to it, Result back)."""
     cells = []
     for h in hosts:
         text = f"{h.get('name', h.get('rank', '?'))}: {h.get('expert_bytes_read', 0) / 1e9:.3f} GB"
@@ -27,6 +27,8 @@ def per_host(hosts, seconds):
         if trips:
             net = h.get("network_seconds", 0)
             share = f" ({100 * net / seconds:.0f} %)" if seconds else ""
+            if "decode_network_seconds" in h and decode_seconds:  # the share of a decode step
+                share = f" ({100 * h['decode_network_seconds'] / decode_seconds:.1f} % of the decode)"
             text += (f", network {net:.3f} s{share}, rank 0 waited {h.get('stall_seconds', 0):.3f} s, {trips} round trips"
                      f" of {h.get('bytes_to', 0) / trips / 1e3:.1f} KB + {h.get('bytes_from', 0) / trips / 1e3:.1f} KB")
         cells.append(text)
@@ -44,7 +46,12 @@ def main(argv):
         t = max(d["tokens"], 1)
         rates.append(t / d["seconds"])
         spine.append(r["spine"]["decode_bytes_read"] / t)
-        experts.append(d["expert_bytes"] / t)
+        # Every host's expert reads in the decode (rank 0's own are d["expert_bytes"]).
+        hosts = r.get("hosts") or []
+        if hosts and all("decode_expert_bytes_read" in h for h in hosts):
+            experts.append(sum(h["decode_expert_bytes_read"] for h in hosts) / t)
+        else:
+            experts.append(d["expert_bytes"] / t)
     tok_s = statistics.median(rates)
     if mode == "--record-base":
         open(base_file, "w").write(f"{tok_s}\n")

@@ -99,8 +99,9 @@ struct HostReport {
   double io_wait_seconds = 0;       // of which waiting for its reads
   double drive_busy_seconds = 0;    // its busiest drive's time with a read in flight
   uint64_t round_trips = 0;         // rank 0's Run -> Result exchanges with it
-  double round_trip_seconds = 0;    // their sum; less busy_seconds: the network's share
+  double round_trip_seconds = 0;    // their sum
   double stall_seconds = 0;         // rank 0 waiting for it after running its own experts
+  double network_seconds = 0;       // of that wait, the part its round trips less its work explain
   uint64_t bytes_to = 0, bytes_from = 0;  // messages rank 0 sent it, and received
 };
 

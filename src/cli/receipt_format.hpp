@@ -39,8 +39,9 @@ inline std::string human_byte_rate(double bytes_per_second) {
 // The engine's counters under the user's lines (--stats=full), to stderr.
 void print_engine_counters(const Engine& engine, const RunReport& report);
 
-// A run on several hosts: a line per host (cli/receipt_hosts.cpp), and the JSON array's items.
+// A run on several hosts: a line per host (cli/receipt_hosts.cpp), and the JSON array's items
+// (`before`: the counters at the decode's start, for the decode's own figures).
 void print_hosts(const EngineStats& stats);
-std::string hosts_json(const EngineStats& stats);
+std::string hosts_json(const EngineStats& stats, const EngineStats& before);
 
 }  // namespace deltafin::cli

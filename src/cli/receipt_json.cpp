@@ -62,7 +62,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       s.peak_cache_bytes, s.cache_budget_bytes, r.state_bytes, engine.summary().state_bytes_per_position,
       engine.summary().memory_budget, json_string(engine.summary().memory_source), engine.summary().spine_resident_bytes,
       engine.summary().spine_streamed_bytes, engine.summary().spine_window_bytes, engine.summary().minimum_bytes,
-      engine.summary().device_memory_budget, engine.summary().spine_host_bytes, s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, s.spine_record_bytes_read, drives, hosts_json(s), overlap, json_string(r.drafter), r.speculative.steps,
+      engine.summary().device_memory_budget, engine.summary().spine_host_bytes, s.spine_bytes_read, s.spine_bytes_read - r.at_decode_start.spine_bytes_read, s.spine_record_bytes_read, drives, hosts_json(s, r.at_decode_start), overlap, json_string(r.drafter), r.speculative.steps,
       r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
       r.speculative.probes, r.speculative.shadow_guesses, r.speculative.shadow_accepted, r.speculative.off,
       r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,

@@ -105,6 +105,7 @@ std::vector<HostReport> host_reports(const hosts::HostExperts& producer, const E
     HostReport h;
     h.rank = r.rank, h.name = r.name, h.expert_runs = r.experts;
     h.round_trips = r.round_trips, h.round_trip_seconds = r.round_trip_seconds, h.stall_seconds = r.stall_seconds;
+    h.network_seconds = r.network_seconds;
     h.bytes_to = r.bytes_to, h.bytes_from = r.bytes_from;
     if (r.rank == 0) {
       h.expert_bytes_read = own.expert_bytes_read, h.hits = own.expert_hits, h.misses = own.expert_misses;

@@ -192,10 +192,15 @@ std::vector<HostExperts::Share> HostExperts::collect(int64_t layer, std::vector<
     }
     if (!result->failure.empty()) why_ = result->failure;
     HostReport& r = reports_[h];
+    // What of rank 0's wait the network explains: the round trip less the host's work on this
+    // Run, at most the wait itself (latency hidden behind rank 0's own experts costs nothing).
+    const double trip = seconds(Clock::now() - sent_at_[h]), stall = seconds(Clock::now() - start);
+    const double busy = result->counters.busy_seconds - r.counters.busy_seconds;
+    r.network_seconds += std::clamp(trip - busy, 0.0, stall);
     r.counters = result->counters;
     r.round_trips += 1;
-    r.round_trip_seconds += seconds(Clock::now() - sent_at_[h]);
-    r.stall_seconds += seconds(Clock::now() - start);
+    r.round_trip_seconds += trip;
+    r.stall_seconds += stall;
     r.bytes_from += got->bytes.size();
     share = Share{};
     --left;

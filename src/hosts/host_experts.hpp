@@ -33,6 +33,7 @@ struct HostReport {
   uint64_t round_trips = 0;          // Run -> Result exchanges
   double round_trip_seconds = 0;     // from sending a Run to its Result arriving
   double stall_seconds = 0;          // rank 0 waiting for its Result after rank 0's own experts
+  double network_seconds = 0;        // of that wait, what the round trip less the host's work explains
   uint64_t bytes_to = 0, bytes_from = 0;  // message bytes
   uint64_t failed_over = 0;          // its experts another host ran because it could not read them
 };

@@ -7,7 +7,7 @@
 #   k3-public-bench/run-hosts-bench.sh [--hosts "1 2 4"] [--link 10gbe|tb5|none]
 #       [--drives-per-host 2] [--equal-mbps 150] [--unequal-mbps 150,100,75,50] [--budgets "0 0.5"]
 #       [--tokens 12] [--repeat 3] [--net-runs 3] [--fio-secs 5] [--out FILE] [--work DIR]
-#       [--ceilings-only] [--keep]
+#       [--rank0-weight F] [--ceilings-only] [--keep]
 #
 # For each host count H and each drive-rate set (every drive at --equal-mbps; then host h's drives
 # at the h-th of --unequal-mbps, for H >= 2): hosts up; the placement; each drive's fio ceiling,
@@ -23,7 +23,9 @@
 # (veth counters: MPI and launch traffic, prefill included), and the receipt's per-host figures
 # where the stats JSON has them. Needs Linux, root, Open MPI, iproute2, loop devices and cgroup v1 blkio.
 #
-# Unequal arms are placed with `--host-weights` from the hosts' measured ceilings. Runs of H >= 2
+# Unequal arms are placed with `--host-weights` from the hosts' measured ceilings; --rank0-weight F
+# multiplies rank 0's weight by F in every arm of 2 or more hosts (rank 0's budget also holds the
+# spine, so its cache is smaller and its share reads more). Runs of H >= 2
 # need a build with MPI: without it they are listed as skipped and only the ceilings and the
 # 1-host arms run. --ceilings-only skips
 # every deltafin run. On exit, also on failure or Ctrl-C, everything it made is removed: hosts,
@@ -36,7 +38,7 @@ bin=$root/build/deltafin
 hosts_sh=$root/scripts/hosts.sh
 host_counts="1 2 4" link=10gbe per_host=2 equal=150 unequal=150,100,75,50 budgets="0 0.5"
 tokens=12 repeat=3 net_runs=3 fio_secs=5 out=$root/k3-public-bench/results/hosts-bench.md
-work=/var/tmp/deltafin-hosts-bench ceilings_only=0 keep=0 run_timeout=${RUN_TIMEOUT:-900}
+work=/var/tmp/deltafin-hosts-bench ceilings_only=0 keep=0 run_timeout=${RUN_TIMEOUT:-900} rank0_weight=1
 while [ $# -gt 0 ]; do
   case $1 in
     --hosts) host_counts=$2; shift 2 ;;
@@ -51,6 +53,7 @@ while [ $# -gt 0 ]; do
     --fio-secs) fio_secs=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
+    --rank0-weight) rank0_weight=$2; shift 2 ;;
     --ceilings-only) ceilings_only=1; shift ;;
     --keep) keep=1; shift ;;
     *) echo "run-hosts-bench.sh: unknown option $1" >&2; exit 2 ;;
@@ -153,7 +156,7 @@ drive_ceilings() {
   echo
   echo "# Routed experts across emulated hosts (synthetic K3-shaped bench model)"
   echo
-  echo "Command: \`k3-public-bench/run-hosts-bench.sh --hosts \"$host_counts\" --link $link --drives-per-host $per_host --equal-mbps $equal --unequal-mbps $unequal --budgets \"$budgets\" --tokens $tokens --repeat $repeat\`."
+  echo "Command: \`k3-public-bench/run-hosts-bench.sh --hosts \"$host_counts\" --link $link --drives-per-host $per_host --equal-mbps $equal --unequal-mbps $unequal --budgets \"$budgets\" --tokens $tokens --repeat $repeat$([ "$rank0_weight" = 1 ] || echo " --rank0-weight $rank0_weight")\`."
   echo "Each run: \`scripts/hosts.sh mpirun -n H --bind-to none deltafin run -m MODEL --placement MANIFEST --tokens $prompt -n $tokens --temp 0 --ids --ignore-eos --draft off [--memory-gb G] --stats-json F\`, page cache dropped before it."
   [ "$engine" = 1 ] || echo "This build has no MPI engine (built without MPI): runs of 2 or more hosts were skipped."
   echo "Load average before: $(cut -d' ' -f1-3 /proc/loadavg)."
@@ -176,6 +179,12 @@ for h in $host_counts; do
     # unequal drives: each host's share in proportion to its drives' measured ceilings
     weights=
     [ "$rates" = "$equal" ] || weights=$(awk '{ s[$1] += $2 } END { for (k = 0; k in s; k++) printf "%s%.3f", (k ? "," : ""), s[k] }' "$run/ceilings.txt")
+    why="each host's summed drive ceilings"
+    if [ "$h" -ge 2 ] && [ "$rank0_weight" != 1 ]; then
+      [ -n "$weights" ] || { weights=$(awk -v h="$h" 'BEGIN { for (k = 0; k < h; k++) printf "%s1", (k ? "," : "") }'); why="equal"; }
+      weights=$(echo "$weights" | awk -F, -v f="$rank0_weight" 'BEGIN { OFS = "," } { $1 = sprintf("%.3f", $1 * f); print }')
+      why="$why, rank 0's times --rank0-weight $rank0_weight"
+    fi
     if [ -z "$skip" ]; then place "$h" "$weights" || skip="placement failed (deltafin place --hosts $h)"; fi
     {
       echo
@@ -186,7 +195,7 @@ for h in $host_counts; do
       if [ -s "$run/ceilings.txt" ]; then
         echo "fio ceilings (1 MiB pieces, 8 in flight, each drive alone), GB/s: $(awk '{ s[$1] = s[$1] (s[$1] == "" ? "" : " + ") $2; t += $2 } END { for (k = 0; k in s; k++) printf "host %s: %s; ", k, s[k]; printf "sum %.3f", t }' "$run/ceilings.txt")."
       fi
-      [ -z "$weights" ] || echo "Placed with \`--host-weights $weights\` (each host's summed drive ceilings)."
+      [ -z "$weights" ] || echo "Placed with \`--host-weights $weights\` ($why)."
       if [ "$h" -ge 2 ]; then echo; "$root/k3-public-bench/net-ceiling.sh" "$net_runs"; fi
     } >> "$out.tmp"
     if [ -n "$skip" ]; then

@@ -71,7 +71,8 @@ def main(argv):
             pass
     link = f"{statistics.median(links) / 1e6:.1f}" if links else "-"
     mid = stats[rates.index(sorted(rates)[len(rates) // 2])]
-    hosts = per_host(mid.get("hosts", []), mid["decode"]["seconds"] + mid.get("prefill", {}).get("seconds", 0))
+    hosts = per_host(mid.get("hosts", []), mid["decode"]["seconds"] + mid.get("prefill", {}).get("seconds", 0),
+                     mid["decode"]["seconds"])
     print(f"| {budget if budget != '0' else 'default'} | {len(stats)} | {tok_s:.3f} | {speedup} | "
           f"{statistics.median(spine) / 1e9:.4f} | {statistics.median(experts) / 1e9:.4f} | {floor:.3f} | "
           f"{100 * tok_s / floor if floor else 0:.0f} % | {link} | {hosts} |")

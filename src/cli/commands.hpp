@@ -75,6 +75,12 @@ struct RunReport {
   bool page_cache = false;            // --no-bypass: reads went through the page cache
 };
 
+// The prefill's expert bytes read over the bytes of the union of experts it routed to (1: each
+// routed expert read once; 0 when nothing was routed). `at` = the counters at the decode's start.
+inline double prefill_read_over_union(const EngineStats& at) {
+  return at.union_expert_bytes ? static_cast<double>(at.expert_bytes_read) / at.union_expert_bytes : 0.0;
+}
+
 // Prints the --stats receipt to stderr: what a user asks (speed, time to first token, disk reads,
 // memory held, speculation in words); full (--stats=full) adds every engine counter.
 void print_receipt(const Engine& engine, const RunReport& report, bool full);

@@ -213,7 +213,7 @@ TEST_CASE("bad --device-memory-gb values and a second budget for one pool are re
   const auto below = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --device-memory-gb 4");
   CHECK(below.exit_code == 1);
   test::check_contains(below.output, "--device-memory-gb 4: below the minimum working set of 5.17 GB");
-  test::check_contains(below.output, "give at least --device-memory-gb 5.1721");
+  test::check_contains(below.output, "give at least --device-memory-gb 5.1736");
   const auto host = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --device-memory-gb 82 --memory-gb 2");
   CHECK(host.exit_code == 1);
   test::check_contains(host.output, "--memory-gb 2: below the host's share of 3.35 GB");

@@ -13,6 +13,8 @@
 # Usage: k3-public-bench/run-ttft-bench.sh [WORK_DIR] [OUT_MD]
 #   env: PROMPTS="64 512 2048 8192" RUNS=3 MEMORY_GB=2.5 RATES=200,200,200,200 DISKS="throttled local"
 #        SKIP_CHUNK64_ABOVE=N (the --chunk 64 arm only for prompts <= N; default: every prompt)
+#        MAKE_ARGS="--hidden 1024" (the model's make_synthetic_k3.py arguments beside --preset bench;
+#        it is made under WORK_DIR/k3-bench or, with MAKE_ARGS, WORK_DIR/k3-bench-custom)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-/var/tmp/deltafin-ttft}
@@ -29,8 +31,15 @@ export DELTAFIN_DRIVES_NAME=${DELTAFIN_DRIVES_NAME:-ttft}
 py=python3
 "$py" -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 [ -x "$bin" ] || { echo "run-ttft-bench.sh: build first (scripts/build.sh)" >&2; exit 1; }
-model=$work/k3-bench
-[ -f "$model/config.json" ] || { mkdir -p "$work"; nice "$py" "$root/tools/make_synthetic_k3.py" "$model" --preset bench >/dev/null; }
+make_args=${MAKE_ARGS:-}
+model=$work/k3-bench${make_args:+-custom}
+if [ -f "$model/config.json" ] && [ "$(cat "$model/make-args" 2>/dev/null)" != "$make_args" ]; then rm -rf "$model"; fi
+if [ ! -f "$model/config.json" ]; then
+  mkdir -p "$work"
+  # shellcheck disable=SC2086  # MAKE_ARGS is a list of arguments
+  nice "$py" "$root/tools/make_synthetic_k3.py" "$model" --preset bench $make_args > "$model.make.log"
+  echo "$make_args" > "$model/make-args"
+fi
 ids() { "$py" -c 'import sys; n = int(sys.argv[1]); print(",".join(str((i * 7919 + 13) % 16000 + 100) for i in range(n)))' "$1"; }
 
 {
@@ -38,7 +47,8 @@ ids() { "$py" -c 'import sys; n = int(sys.argv[1]); print(",".join(str((i * 7919
   echo
   echo "# Time to first token of long prompts (synthetic K3-shaped bench model)"
   echo
-  echo "Command: \`k3-public-bench/run-ttft-bench.sh\` (PROMPTS=\"$prompts\", RUNS=$runs, MEMORY_GB=$memory_gb, RATES=$rates, DISKS=\"$disks\"$([ "$skip_above" = 0 ] || echo ", SKIP_CHUNK64_ABOVE=$skip_above"))."
+  echo "Command: \`k3-public-bench/run-ttft-bench.sh\` (PROMPTS=\"$prompts\", RUNS=$runs, MEMORY_GB=$memory_gb, RATES=$rates, DISKS=\"$disks\"$([ "$skip_above" = 0 ] || echo ", SKIP_CHUNK64_ABOVE=$skip_above")$([ -z "$make_args" ] || echo ", MAKE_ARGS=\"$make_args\""))."
+  echo "Model: \`tools/make_synthetic_k3.py --preset bench $make_args\`: $(tail -1 "$model.make.log" 2>/dev/null || true)"
   echo "Each run: page cache dropped, then \`deltafin run -m MODEL [--placement MIRROR] --tokens IDS -n 1 --temp 0 --ids --ignore-eos --draft off --memory-gb $memory_gb [--chunk 64] --stats-json F\`"
   echo "(throttled: inside \`drives.sh exec\`). A cell is the median of $runs cold runs; TTFT counts from the prefill's start (the engine's"
   echo "open, which reads the resident spine, is not in it). read / union = the prefill's expert bytes over the bytes of the distinct"
@@ -64,7 +74,7 @@ cell() {
   "$py" - "$work/cell.jsonl" "$disk" "$n" "$arm" >> "$out.tmp" <<'EOF'
 import json, statistics, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]
-disk, n, arm = sys.argv[2:5]
+disk, n, arm = sys.argv[2], int(sys.argv[3]), sys.argv[4]
 med = lambda f: statistics.median(f(r) for r in rs)
 p = rs[0]["prefill"]
 ttft = med(lambda r: r["decode"]["first_token_seconds"])

@@ -71,7 +71,7 @@ TEST_CASE("inspect prints the memory plan of the real Kimi K3 as docs/memory-bud
   INFO(at128.output);
   REQUIRE(at128.exit_code == 0);
   test::check_contains(at128.output, "budget         128.0000 GB: spine 113.509532 GB resident + 0.000000 GB streamed (window 0.000000 GB), "
-                         "experts 5.827427 GB");
+                         "experts 5.827428 GB");
   test::check_contains(at128.output, "streamed       nothing");
   test::check_contains(at128.output, "read/token     25.725511 GB = spine 0.000000 GB + experts 25.725511 GB");
   test::check_contains(at128.output, "predicted      0.1166 tok/s");

@@ -66,8 +66,12 @@ cell() {
   : > "$work/cell.jsonl"
   for ((r = 0; r < runs; r++)); do
     "$root/k3-public-bench/drop-cache.sh" 2>/dev/null || echo "drop-cache failed: run $r not cold" >&2
-    "${run_with[@]}" run -m "$model" "${place[@]}" --tokens "$prompt" -n 1 --temp 0 --ids --ignore-eos --draft off \
-      --memory-gb "$memory_gb" --stats-json "$work/r.json" "$@" > "$work/ids.txt" 2>/dev/null
+    rm -f "$work/r.json"
+    if ! "${run_with[@]}" run -m "$model" "${place[@]}" --tokens "$prompt" -n 1 --temp 0 --ids --ignore-eos --draft off \
+      --memory-gb "$memory_gb" --stats-json "$work/r.json" "$@" > "$work/ids.txt" 2>/dev/null; then
+      echo "run-ttft-bench.sh: $disk $n $arm: run $r failed; left out of the median" >&2
+      continue
+    fi
     "$py" -c 'import json,sys; r = json.load(open(sys.argv[1])); r["first_id"] = open(sys.argv[2]).read().strip(); print(json.dumps(r))' \
       "$work/r.json" "$work/ids.txt" >> "$work/cell.jsonl"
   done

@@ -116,12 +116,14 @@ TEST_CASE("the --chunk flag caps the plan's pass, and a bad --chunk is refused i
   CHECK(Engine::open(o)->summary().pass_positions == 64);
   o.chunk = 5000;
   CHECK(Engine::open(o)->summary().pass_positions == 700);
-  for (const char* bad : {"0", "-3", "x", "1.5"}) {
-    INFO(bad);
-    const auto r = test::run_deltafin(std::string("run --tokens 1,2,3 -n 1 --chunk ") + bad);
-    CHECK(r.exit_code != 0);
-    CHECK(r.output.find("--chunk") != std::string::npos);
-  }
+  for (const char* command : {"run --tokens 1,2,3 -n 1", "inspect --memory-gb 1"})
+    for (const char* bad : {"0", "-3", "x", "1.5"}) {
+      INFO(command << " --chunk " << bad);
+      const auto r = test::run_deltafin(std::string(command) + " --chunk " + bad);
+      CHECK(r.exit_code == 1);
+      CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+      test::check_contains(r.output, "--chunk: must be a whole number of positions >= 1");
+    }
 }
 
 TEST_CASE("logits do not depend on the pass size, bit for bit (K2, K3, the bundled model)", "[pass][exactness]") {

@@ -34,6 +34,8 @@ std::string model_dir_or_default(const std::string& given);
 // Flags every model-running command shares: -m (optional), --cache-gb, --threads, --chunk,
 // --no-bypass.
 void add_engine_flags(CLI::App& app, EngineOptions& options);
+// The check of a --chunk value: a whole number of positions >= 1, refused in one line.
+CLI::Validator chunk_validator();
 // Under `mpirun -n N`, whether this process is an expert host (rank 1..N-1): run, serve and
 // logits then serve rank 0 (decode/host_engine.hpp) instead of generating.
 bool expert_host_rank();

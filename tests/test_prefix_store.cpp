@@ -272,7 +272,6 @@ TEST_CASE("processes writing, reading and evicting one directory never see a wro
     }
     int status = 0;  // the child: no Catch2 here, only an exit code
     try {
-      spdlog::set_level(spdlog::level::off);
       PrefixStore store(dir.path.string(), budget, kFingerprint, kFormat);
       uint32_t x = 1234u + static_cast<uint32_t>(p);
       for (int round = 0; round < kRounds && status == 0; ++round) {

@@ -248,7 +248,7 @@ std::optional<PrefixHit> PrefixStore::longest_prefix(std::span<const int32_t> to
     if (n->count >= 1 && n->count <= tokens.size()) named.emplace_back(n->count, n->hex);
   }
   std::sort(named.begin(), named.end());
-  std::vector<size_t> matched;
+  std::vector<std::pair<size_t, std::string>> matched;  // count, file name
   KeyHash key(fingerprint_, format_version_);
   size_t hashed = 0;
   for (size_t i = 0; i < named.size(); ++i) {
@@ -258,11 +258,11 @@ std::optional<PrefixHit> PrefixStore::longest_prefix(std::span<const int32_t> to
     hashed = count;
     const std::string hex = key.hex();
     for (size_t j = i; j < named.size() && named[j].first == count; ++j)
-      if (named[j].second == hex) matched.push_back(count);
+      if (named[j].second == hex) matched.emplace_back(count, name_of(count, hex));
   }
   for (auto it = matched.rbegin(); it != matched.rend(); ++it) {
-    const std::span<const int32_t> prefix = tokens.first(*it);
-    const std::string path = (std::filesystem::path(dir_) / entry_name(prefix)).string();
+    const std::span<const int32_t> prefix = tokens.first(it->first);
+    const std::string path = (std::filesystem::path(dir_) / it->second).string();
     const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;  // evicted meanwhile
     PrefixHit hit;

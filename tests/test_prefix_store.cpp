@@ -215,7 +215,7 @@ TEST_CASE("a foreign entry (other model, other format, other tokens) is ignored 
   }
 }
 
-TEST_CASE("eviction keeps the byte budget and drops the least recently used first; a hit refreshes", "[prefix-store]") {
+TEST_CASE("eviction keeps the byte budget and drops the least recently used first, a hit refreshing", "[prefix-store]") {
   TempDir dir("evict");
   const uint64_t entry_bytes = deltafin::prefix_entry_file_bytes(kFingerprint, 4, 1000);
   PrefixStore store(dir.path.string(), 3 * entry_bytes + entry_bytes / 2, kFingerprint, kFormat);

@@ -57,15 +57,14 @@ class ExpertHost {
     const FailedExperts failed = run_local(local_, r.layer, r.experts, rows, request_.first, work);
     Result out;
     out.layer = r.layer, out.in = r.in, out.failed = failed.experts, out.failure = failed.message;
-    for (int64_t s = 0; s < r.n * r.k; ++s) {
-      const int32_t e = r.ids[static_cast<size_t>(s)];
-      if (std::binary_search(r.experts.begin(), r.experts.end(), e) &&
-          !std::binary_search(failed.experts.begin(), failed.experts.end(), e))
-        out.slots.push_back(static_cast<int32_t>(s));
-    }
+    out.slots = result_slots(r.ids, r.experts, failed.experts);
     out.rows.resize(out.slots.size() * static_cast<size_t>(r.in));
-    for (size_t i = 0; i < out.slots.size(); ++i)
-      backend_.download(work.y.row_range(out.slots[i], 1), out.rows.data() + i * r.in);
+    for (size_t i = 0; i < out.slots.size();) {  // contiguous slots in one download
+      size_t j = i + 1;
+      while (j < out.slots.size() && out.slots[j] == out.slots[j - 1] + 1) ++j;
+      backend_.download(work.y.row_range(out.slots[i], static_cast<int64_t>(j - i)), out.rows.data() + i * r.in);
+      i = j;
+    }
     scratch_.release(frame);
     busy_ += std::chrono::duration<double>(Clock::now() - start).count();
     ++runs_;

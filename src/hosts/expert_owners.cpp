@@ -55,12 +55,4 @@ std::vector<int> ExpertOwners::balance(int64_t layer, std::span<const int32_t> e
   return out;
 }
 
-std::vector<uint64_t> ExpertOwners::share_counts() const {
-  std::vector<uint64_t> counts(hosts_, 0);
-  for (int64_t l = 0; l < layers_; ++l)
-    for (int64_t e = 0; e < experts_; ++e)
-      if (const int h = owner(l, e); h >= 0) ++counts[h];
-  return counts;
-}
-
 }  // namespace deltafin::hosts

@@ -32,8 +32,6 @@ class ExpertOwners {
   void lose(int host, int64_t layer, int64_t expert) { lost_.insert({host, layer, expert}); }
   // The host of each of `experts` (one pass at `layer`); -1 where no holder is left.
   std::vector<int> balance(int64_t layer, std::span<const int32_t> experts) const;
-  // The experts of `layer` each host prefers to run (counts per host over the whole table).
-  std::vector<uint64_t> share_counts() const;
 
  private:
   int hosts_ = 1;

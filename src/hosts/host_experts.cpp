@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <exception>
 #include <numeric>
+#include <tuple>
 
 #include "hosts/handshake.hpp"
 #include "hosts/local_run.hpp"
@@ -71,6 +72,12 @@ void HostExperts::send_request(int host, int64_t layer, const Share& share) {
 }
 
 void HostExperts::send_run(int host, int64_t layer, const Share& share, const ExpertWork& work) {
+  if (ids_.empty()) {  // the pass's routing and rows, downloaded once a run, when a host first needs them
+    ids_.resize(static_cast<size_t>(n_ * k_));
+    x_.resize(static_cast<size_t>(n_ * work.x.cols));
+    backend_.download(work.ids, ids_.data());
+    backend_.download(work.x, x_.data());
+  }
   Run r;
   r.layer = layer, r.n = n_, r.k = k_, r.in = work.x.cols, r.width = work.width, r.act = work.act;
   r.experts = share.experts, r.all = union_, r.ids = ids_, r.x = x_;
@@ -81,65 +88,60 @@ void HostExperts::send_run(int host, int64_t layer, const Share& share, const Ex
   group_.send(host, std::move(b));
 }
 
+HostExperts::Share HostExperts::pick(const Share& share, std::span<const int32_t> experts) {
+  Share out;
+  for (int32_t e : experts) {
+    const auto at = std::lower_bound(share.experts.begin(), share.experts.end(), e);
+    if (at == share.experts.end() || *at != e) fail("hosts: expert {} is not one of the share's", e);
+    const size_t i = static_cast<size_t>(at - share.experts.begin());
+    out.experts.push_back(e), out.rows.push_back(share.rows[i]), out.first.push_back(share.first[i]);
+  }
+  return out;
+}
+
+std::vector<HostExperts::Share> HostExperts::dispatch(int64_t layer, const std::vector<Share>& shares, const ExpertWork& work,
+                                                      bool requested) {
+  std::vector<Share> waiting(group_.size());
+  for (int h = 1; h < group_.size(); ++h)
+    if (!shares[h].experts.empty()) {
+      if (!requested) send_request(h, layer, shares[h]);
+      send_run(h, layer, shares[h], work);
+      waiting[h] = shares[h];
+    }
+  if (!requested) local_.request(layer, shares[0].experts, shares[0].first);
+  reports_[0].experts += shares[0].experts.size();
+  const FailedExperts mine = run_local(local_, layer, shares[0].experts, shares[0].rows, shares[0].first, work);
+  if (!mine.message.empty()) why_ = mine.message;
+  std::vector<Share> failed = collect(layer, waiting, work);
+  failed[0] = pick(shares[0], mine.experts);
+  return failed;
+}
+
 void HostExperts::run(int64_t layer, std::span<const int32_t> experts, const ExpertWork& work) {
   if (layer != pass_layer_) fail("hosts: layer {} run before it was requested (last requested: {})", layer, pass_layer_);
   n_ = work.x.rows, k_ = work.ids.cols;
   union_.assign(experts.begin(), experts.end());
-  std::vector<Share> waiting(group_.size());
-  const bool remote = std::any_of(pass_.begin() + 1, pass_.end(), [](const Share& s) { return !s.experts.empty(); });
-  if (remote) {
-    ids_.resize(static_cast<size_t>(n_ * k_));
-    x_.resize(static_cast<size_t>(n_ * work.x.cols));
-    backend_.download(work.ids, ids_.data());
-    backend_.download(work.x, x_.data());
-  }
-  for (int h = 1; h < group_.size(); ++h)
-    if (!pass_[h].experts.empty()) send_run(h, layer, pass_[h], work), waiting[h] = pass_[h];
-  reports_[0].experts += pass_[0].experts.size();
-  FailedExperts mine = run_local(local_, layer, pass_[0].experts, pass_[0].rows, pass_[0].first, work);
-  std::vector<Share> failed = collect(layer, waiting, work);
-  if (!mine.message.empty()) why_ = mine.message;
-  for (int32_t e : mine.experts) {  // this host's failures join the others'
-    const size_t i = std::lower_bound(pass_[0].experts.begin(), pass_[0].experts.end(), e) - pass_[0].experts.begin();
-    failed[0].experts.push_back(e), failed[0].rows.push_back(pass_[0].rows[i]), failed[0].first.push_back(pass_[0].first[i]);
-  }
+  ids_.clear(), x_.clear();
+  std::vector<Share> failed = dispatch(layer, pass_, work, true);
   // Each round, every failed expert loses a holder, so this ends.
   while (std::any_of(failed.begin(), failed.end(), [](const Share& s) { return !s.experts.empty(); })) {
-    Share all;
+    std::vector<std::tuple<int32_t, int64_t, int64_t>> lost;  // expert, lists row, first position
     for (int h = 0; h < group_.size(); ++h)
       for (size_t i = 0; i < failed[h].experts.size(); ++i) {
+        const int32_t e = failed[h].experts[i];
         if (!reports_[h].failed_over++)
           spdlog::warn("{} could not read layer {} expert {} ({}); another host runs it, and so on for each expert it cannot read",
-                       label(h), layer, failed[h].experts[i], why_.empty() ? "see its drives" : why_);
-        owners_.lose(h, layer, failed[h].experts[i]);
-        if (owners_.owner(layer, failed[h].experts[i]) < 0)
-          fail("layer {} expert {}: {} could not read it ({}), and no other host holds it", layer, failed[h].experts[i],
-               label(h), why_.empty() ? "see its drives" : why_);
-        all.experts.push_back(failed[h].experts[i]), all.rows.push_back(failed[h].rows[i]), all.first.push_back(failed[h].first[i]);
+                       label(h), layer, e, why_.empty() ? "see its drives" : why_);
+        owners_.lose(h, layer, e);
+        if (owners_.owner(layer, e) < 0)
+          fail("layer {} expert {}: {} could not read it ({}), and no other host holds it", layer, e, label(h),
+               why_.empty() ? "see its drives" : why_);
+        lost.emplace_back(e, failed[h].rows[i], failed[h].first[i]);
       }
-    std::vector<size_t> order(all.experts.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all.experts[a] < all.experts[b]; });
-    Share sorted;
-    for (size_t i : order)
-      sorted.experts.push_back(all.experts[i]), sorted.rows.push_back(all.rows[i]), sorted.first.push_back(all.first[i]);
-    std::vector<Share> again = split(layer, sorted.experts, sorted.rows, sorted.first);
-    std::fill(waiting.begin(), waiting.end(), Share{});
-    for (int h = 1; h < group_.size(); ++h)
-      if (!again[h].experts.empty()) {
-        send_request(h, layer, again[h]);
-        send_run(h, layer, again[h], work);
-        waiting[h] = again[h];
-      }
-    local_.request(layer, again[0].experts, again[0].first);
-    mine = run_local(local_, layer, again[0].experts, again[0].rows, again[0].first, work);
-    failed = collect(layer, waiting, work);
-    if (!mine.message.empty()) why_ = mine.message;
-    failed[0] = Share{};
-    for (size_t i = 0; i < mine.experts.size(); ++i) {
-      const size_t j = std::lower_bound(again[0].experts.begin(), again[0].experts.end(), mine.experts[i]) - again[0].experts.begin();
-      failed[0].experts.push_back(mine.experts[i]), failed[0].rows.push_back(again[0].rows[j]), failed[0].first.push_back(again[0].first[j]);
-    }
+    std::sort(lost.begin(), lost.end());
+    Share again;
+    for (const auto& [e, row, first] : lost) again.experts.push_back(e), again.rows.push_back(row), again.first.push_back(first);
+    failed = dispatch(layer, split(layer, again.experts, again.rows, again.first), work, false);
   }
 }
 
@@ -166,13 +168,7 @@ std::vector<HostExperts::Share> HostExperts::collect(int64_t layer, std::vector<
       fail("{} sent a message rank 0 did not wait for (layer {})", label(h), layer);
     Share& share = waiting[h];
     // The slots of its experts, less those of the experts it could not read: exactly these come back.
-    std::vector<int32_t> expected;
-    for (int64_t s = 0; s < n_ * k_; ++s) {
-      const int32_t e = ids_[static_cast<size_t>(s)];
-      if (std::binary_search(share.experts.begin(), share.experts.end(), e) &&
-          !std::binary_search(result->failed.begin(), result->failed.end(), e))
-        expected.push_back(static_cast<int32_t>(s));
-    }
+    const std::vector<int32_t> expected = result_slots(ids_, share.experts, result->failed);
     if (result->slots != expected)
       fail("{} answered layer {} with {} rows where its experts have {}: it runs another model or placement", label(h), layer,
            result->slots.size(), expected.size());
@@ -184,12 +180,10 @@ std::vector<HostExperts::Share> HostExperts::collect(int64_t layer, std::vector<
                       static_cast<uint64_t>(j - i) * in * 4);
       i = j;
     }
-    for (int32_t e : result->failed) {
-      const auto at = std::lower_bound(share.experts.begin(), share.experts.end(), e);
-      if (at == share.experts.end() || *at != e) fail("{} reports expert {} of layer {} failed, which it was not asked for", label(h), e, layer);
-      const size_t i = at - share.experts.begin();
-      failed[h].experts.push_back(e), failed[h].rows.push_back(share.rows[i]), failed[h].first.push_back(share.first[i]);
-    }
+    for (int32_t e : result->failed)
+      if (!std::binary_search(share.experts.begin(), share.experts.end(), e))
+        fail("{} reports expert {} of layer {} failed, which it was not asked for", label(h), e, layer);
+    failed[h] = pick(share, result->failed);
     if (!result->failure.empty()) why_ = result->failure;
     HostReport& r = reports_[h];
     // What of rank 0's wait the network explains: the round trip less the host's work on this

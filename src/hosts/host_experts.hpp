@@ -63,6 +63,11 @@ class HostExperts final : public ExpertProducer {
                            std::span<const int64_t> first) const;
   void send_request(int host, int64_t layer, const Share& share);
   void send_run(int host, int64_t layer, const Share& share, const ExpertWork& work);
+  // Runs `shares` (by host): the other hosts' Runs (their Requests first unless `requested`),
+  // this host's part meanwhile, then every Result; the experts that failed, by host.
+  std::vector<Share> dispatch(int64_t layer, const std::vector<Share>& shares, const ExpertWork& work, bool requested);
+  // The part of `share` that is `experts` (ascending, each one of the share's).
+  static Share pick(const Share& share, std::span<const int32_t> experts);
   // Receives every Result of `waiting` and writes its rows; the experts that failed, by host.
   std::vector<Share> collect(int64_t layer, std::vector<Share>& waiting, const ExpertWork& work);
   std::string label(int host) const;
@@ -76,7 +81,7 @@ class HostExperts final : public ExpertProducer {
   std::vector<HostReport> reports_;
   std::vector<Share> pass_;             // by host, the layer requested last
   int64_t pass_layer_ = -1;
-  std::vector<int32_t> union_, ids_;    // the pass's union, routing and rows, downloaded once per run
+  std::vector<int32_t> union_, ids_;    // the pass's union; its routing and rows (empty until a Run needs them)
   std::vector<float> x_;
   int64_t n_ = 0, k_ = 0;
   std::vector<std::chrono::steady_clock::time_point> sent_at_;

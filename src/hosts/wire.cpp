@@ -102,6 +102,15 @@ void check_ascending(Reader& r, const std::vector<int32_t>& v, const char* what)
 
 }  // namespace
 
+std::vector<int32_t> result_slots(std::span<const int32_t> ids, std::span<const int32_t> experts,
+                                  std::span<const int32_t> failed) {
+  std::vector<int32_t> slots;
+  for (size_t s = 0; s < ids.size(); ++s)
+    if (std::binary_search(experts.begin(), experts.end(), ids[s]) && !std::binary_search(failed.begin(), failed.end(), ids[s]))
+      slots.push_back(static_cast<int32_t>(s));
+  return slots;
+}
+
 Bytes encode(const Message& message) {
   Writer w;
   w.put<uint8_t>(static_cast<uint8_t>(message.index()));

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -70,6 +71,11 @@ struct Failure {
 };
 
 using Message = std::variant<Hello, Request, Run, Result, Stop, Failure>;
+
+// The slots (position * k + choice, ascending) a Result for `experts` carries: those whose id in
+// `ids` is one of `experts` and not one of `failed` (both ascending).
+std::vector<int32_t> result_slots(std::span<const int32_t> ids, std::span<const int32_t> experts,
+                                  std::span<const int32_t> failed);
 
 Bytes encode(const Message& message);
 // `from` names the sender in errors.

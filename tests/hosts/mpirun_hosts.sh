@@ -126,6 +126,10 @@ if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null; then
   same "a host whose drive fails: the others run its experts, ids unchanged" "$work/placed-one.ids" "$work/failed-drive.ids"
   check "a host whose drive fails: one warning naming it" \
     "$(grep -q "warning: host .* (rank 2) could not read layer" "$work/failed-drive.err"; echo $?)" "$(head -3 "$work/failed-drive.err")"
+  # The same on rank 0: its own experts go to the other hosts.
+  "${mpirun[@]}" -n 1 unshare -m sh -c 'mount --bind "$0" "$1" && shift && exec "$@"' "$work/broken" "$work/drive0" \
+    "$bin" "${run[@]}" : -n 2 "$bin" "${run[@]}" > "$work/failed-drive0.ids" 2> "$work/failed-drive0.err"
+  same "rank 0's drive fails: the other hosts run its experts, ids unchanged" "$work/placed-one.ids" "$work/failed-drive0.ids"
 fi
 
 # A placement for 3 hosts (place --hosts 3): each rank reads only its own drive; with every

@@ -228,9 +228,22 @@ void PrefixStore::evict_to_budget() {
             [](const ListedEntry& a, const ListedEntry& b) { return std::tie(a.used_ns, a.name) < std::tie(b.used_ns, b.name); });
   for (const ListedEntry& e : entries) {
     if (total <= byte_budget_) break;
-    ::unlink((std::filesystem::path(dir_) / e.name).c_str());  // gone already (another process evicted it): as good
+    // Gone already (another process evicted it): as good.
+    if (::unlink((std::filesystem::path(dir_) / e.name).c_str()) == 0) ++counts_.evictions;
     total -= e.bytes;
   }
+}
+
+bool PrefixStore::touch(std::span<const int32_t> tokens) {
+  if (tokens.empty()) return false;
+  const std::string path = (std::filesystem::path(dir_) / entry_name(tokens)).string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  const bool entry = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (entry) stamp_file(fd);
+  ::close(fd);
+  return entry;
 }
 
 uint64_t PrefixStore::bytes_used() const {
@@ -282,8 +295,10 @@ std::optional<PrefixHit> PrefixStore::longest_prefix(std::span<const int32_t> to
         if (entry.fingerprint != fingerprint_ || entry.format_version != format_version_) {
           spdlog::warn("prefix cache: {}: saved by another model or format (format version {}), ignored", path,
                        entry.format_version);
+          ++counts_.ignored;
         } else if (!std::equal(entry.tokens.begin(), entry.tokens.end(), prefix.begin(), prefix.end())) {
           spdlog::warn("prefix cache: {}: its tokens differ from the prompt's prefix (a hash collision), ignored", path);
+          ++counts_.ignored;
         } else {
           hit.positions = prefix.size();
           hit.state_offset = entry.payload_offset;
@@ -298,6 +313,7 @@ std::optional<PrefixHit> PrefixStore::longest_prefix(std::span<const int32_t> to
     }
     if (!damaged.empty()) {
       spdlog::warn("prefix cache: {}: {}; removed", path, damaged);
+      ++counts_.ignored;
       remove_if_same(path, fd);
     }
     ::close(fd);

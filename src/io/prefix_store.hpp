@@ -33,6 +33,12 @@ struct PrefixHit {
   std::span<const std::byte> state() const { return {bytes.data() + state_offset, state_bytes}; }
 };
 
+// What the store did so far (this object's calls).
+struct PrefixStoreCounts {
+  uint64_t evictions = 0;  // entries removed to keep the budget
+  uint64_t ignored = 0;    // damaged, truncated or foreign entries passed over (one warning each)
+};
+
 class PrefixStore {
  public:
   // Creates `dir` when missing; throws deltafin::Error naming it when it cannot be created or
@@ -49,6 +55,11 @@ class PrefixStore {
   // (possibly all of them); marks it recently used. Never throws for bad entries.
   std::optional<PrefixHit> longest_prefix(std::span<const int32_t> tokens);
 
+  // Marks the entry saved under exactly `tokens` recently used; false when there is none.
+  bool touch(std::span<const int32_t> tokens);
+
+  const PrefixStoreCounts& counts() const { return counts_; }
+
   // Entry bytes in the directory now (every model's), for tests and reports.
   uint64_t bytes_used() const;
 
@@ -62,6 +73,7 @@ class PrefixStore {
   uint64_t byte_budget_;
   std::string fingerprint_;
   uint32_t format_version_;
+  PrefixStoreCounts counts_;
 
   void evict_to_budget();
 };

@@ -52,7 +52,11 @@ void PrefixCache::save(Session& session, std::span<const int32_t> held) {
 
 void PrefixCache::save(std::span<const int32_t> held, std::span<const std::byte> state) {
   std::lock_guard lock(mutex_);
-  if (store_.put(held, state)) ++stats_.saves, stats_.bytes_written += state.size();
+  try {
+    if (store_.put(held, state)) ++stats_.saves, stats_.bytes_written += state.size();
+  } catch (const Error& e) {  // a full disk, say: the output does not depend on the cache
+    spdlog::warn("{}; the state was not saved", e.what());
+  }
 }
 
 PrefixCacheStats PrefixCache::stats() const {

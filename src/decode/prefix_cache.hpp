@@ -53,7 +53,8 @@ class PrefixCache {
   // Loads the longest saved prefix of `prompt` shorter than it into `session` (replacing what the
   // session held); the positions loaded, 0 when none (the session is then untouched).
   int64_t restore(Session& session, std::span<const int32_t> prompt);
-  // Saves `session`'s state under `held` (held.size() == session.position()).
+  // Saves `session`'s state under `held` (held.size() == session.position()). A failed write
+  // (a full disk) is a warning: nothing the session computes depends on the cache.
   void save(Session& session, std::span<const int32_t> held);
   // Saves state bytes taken from a session holding `held` (save() in two steps: the bytes can be
   // taken at once and written later, from another thread).

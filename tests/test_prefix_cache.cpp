@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <deltafin/engine.hpp>
+#include <deltafin/error.hpp>
 
 #include "decode/prefix_cache.hpp"
 #include "io/prefix_entry.hpp"
@@ -290,9 +291,10 @@ TEST_CASE("the prefix cache keeps its byte budget, evicting the least recently u
 }
 
 TEST_CASE("deltafin run --prefix-cache: a second run of a prompt hits and prints the same text", "[prefix-cache]") {
-  TempDir dir("cli");
+  TempDir dir("cli"), outputs("cli-out");
+  fs::create_directories(outputs.path);
   const std::string args = "run -m " + kBundled + " -p 'def _check_methods(C, *methods):' -n 16 --temp 0 --prefix-cache " + dir.str();
-  const auto first = test::run_deltafin(args + " --stats-json " + (dir.path / "first.json").string());
+  const auto first = test::run_deltafin(args + " --stats-json " + (outputs.path / "first.json").string());
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
   const auto second = test::run_deltafin(args + " --stats");
@@ -300,13 +302,13 @@ TEST_CASE("deltafin run --prefix-cache: a second run of a prompt hits and prints
   REQUIRE(second.exit_code == 0);
   CHECK(second.output.starts_with(first.output));
   test::check_contains(second.output, "prefix    hit ");
-  std::ifstream in(dir.path / "first.json");
+  std::ifstream in(outputs.path / "first.json");
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   test::check_contains(json, "\"prefix_cache\": {\"hit_positions\": 0, \"hits\": 0");
   test::check_contains(json, "\"saves\": 2");  // after the prompt and after the answer
-  const auto third = test::run_deltafin(args + " --stats-json " + (dir.path / "third.json").string());
+  const auto third = test::run_deltafin(args + " --stats-json " + (outputs.path / "third.json").string());
   CHECK(third.output == first.output);
-  std::ifstream in3(dir.path / "third.json");
+  std::ifstream in3(outputs.path / "third.json");
   const std::string json3((std::istreambuf_iterator<char>(in3)), std::istreambuf_iterator<char>());
   CHECK(json3.find("\"hit_positions\": 0,") == std::string::npos);
   test::check_contains(json3, "\"hits\": 1");
@@ -344,12 +346,13 @@ TEST_CASE("several processes running on one prefix cache directory leave every e
     const std::vector<int32_t> prompt(golden.prompt.begin(), golden.prompt.begin() + static_cast<std::ptrdiff_t>(golden.prompt.size() - p % 2));
     script += "DELTAFIN_SIMD=" + cpu::simd_current() + " " + test::binary() + " run -m " + model + " --tokens " +
               test::join_ids(prompt, ",") + " -n 6 --temp 0 --ids --ignore-eos --threads 1 --prefix-cache " + dir.str() +
-              " --prefix-cache-gb 0.0003 > " + (dir.path / ("out" + std::to_string(p))).string() + " 2>&1 & ";
+              " --prefix-cache-gb 0.00002 > " + (dir.path / ("out" + std::to_string(p))).string() + " 2>&1 & ";
   }
   fs::create_directories(dir.path);
   const auto r = test::run_command("sh -c '" + script + "wait'");
   CHECK(r.exit_code == 0);
   int entries = 0;
+  uint64_t used = 0;
   for (const auto& e : fs::directory_iterator(dir.path)) {
     const std::string name = e.path().filename().string();
     if (name.starts_with("out")) {
@@ -365,9 +368,10 @@ TEST_CASE("several processes running on one prefix cache directory leave every e
     std::ifstream in(e.path(), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     CHECK_NOTHROW(parse_prefix_entry(std::as_bytes(std::span<const char>(bytes))));
-    ++entries;
+    ++entries, used += bytes.size();
   }
   CHECK(entries >= 1);
+  CHECK(used <= 20'000);  // the budget held: the four runs' entries (about 32 KB) did not all fit
   // Whatever is left serves a later run, whose ids are the goldens'.
   const auto after = test::run_deltafin("run -m " + model + " --tokens " + test::join_ids(golden.prompt, ",") + " -n " +
                                         std::to_string(golden.generated.size()) + " --temp 0 --ids --ignore-eos --prefix-cache " + dir.str());

@@ -2,8 +2,8 @@
 # Time to first token with the persistent prefix cache (issue 36 item 3): a prompt of --tokens
 # ids run three ways, interleaved, --repeat times: `none` (no --prefix-cache), `miss` (an empty
 # cache directory: the prefill runs whole, the state is saved after it and after the answer) and
-# `hit` (the same prompt again on the directory `miss` left: a K2-family model loads all but the
-# prompt's last position; a K3 one finds no shorter entry, so its hit arm measures a miss too).
+# `hit` (the same prompt again on the directory `miss` left: all but the prompt's last position
+# is loaded; on K3 the miss arm prefills to that position, saves, then runs the last one alone).
 # Prints one line per run and the medians per arm (first_token_seconds and prefill tokens of
 # --stats-json; bytes the cache wrote), and writes them to --out.
 #

@@ -314,19 +314,31 @@ TEST_CASE("deltafin run --prefix-cache: a second run of a prompt hits and prints
   test::check_contains(json3, "\"hits\": 1");
 }
 
-TEST_CASE("deltafin run --prefix-cache on K3: a continued prompt restores the answer's state, ids equal the goldens", "[prefix-cache]") {
+TEST_CASE("deltafin run --prefix-cache on K3: a repeated and a continued prompt restore, ids equal the goldens", "[prefix-cache]") {
   TempDir dir("cli-k3");
   const std::string model = test::fixture("k3_tiny");
   const test::Golden golden = test::read_golden(model);
   const size_t half = golden.generated.size() / 2;
   const std::string base = "run -m " + model + " --temp 0 --ids --ignore-eos --chunk 3 --prefix-cache " + dir.str();
-  // Turn 1: the prompt and half the answer (the session then holds all but the last answer token).
-  const auto first = test::run_deltafin(base + " --tokens " + test::join_ids(golden.prompt, ",") + " -n " + std::to_string(half));
+  const std::string prompt = " --tokens " + test::join_ids(golden.prompt, ",");
+  const std::vector<int32_t> first_half(golden.generated.begin(), golden.generated.begin() + static_cast<std::ptrdiff_t>(half));
+  // Turn 1: the prompt and half the answer. The prompt's state is saved at all but its last
+  // position (a recurrent state serves only its own length), the answer's after it.
+  const auto first = test::run_deltafin(base + prompt + " -n " + std::to_string(half) + " --stats");
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
-  // Turn 2 continues it: the prompt is turn 1's tokens; the rest of the answer equals the goldens.
+  CHECK(first.output.starts_with(test::join_ids(first_half, " ") + "\n"));
+  test::check_contains(first.output, "prompt    " + std::to_string(golden.prompt.size()) + " tokens");
+  test::check_contains(first.output, "saved 2 entries");
+  // The same prompt again loads all but its last position.
+  const auto again = test::run_deltafin(base + prompt + " -n " + std::to_string(half) + " --stats");
+  INFO(again.output);
+  CHECK(again.output.starts_with(test::join_ids(first_half, " ") + "\n"));
+  test::check_contains(again.output, "prefix    hit " + std::to_string(golden.prompt.size() - 1) + " positions");
+  test::check_contains(again.output, "nothing new to save");
+  // Turn 2 continues turn 1: the rest of the answer equals the goldens.
   std::vector<int32_t> continued = golden.prompt;
-  continued.insert(continued.end(), golden.generated.begin(), golden.generated.begin() + static_cast<std::ptrdiff_t>(half));
+  continued.insert(continued.end(), first_half.begin(), first_half.end());
   const auto second = test::run_deltafin(base + " --tokens " + test::join_ids(continued, ",") + " -n " +
                                          std::to_string(golden.generated.size() - half) + " --stats");
   INFO(second.output);

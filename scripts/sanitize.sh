@@ -23,7 +23,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELTAF
 cmake --build "$build" --target deltafin deltafin_tests
 export DELTAFIN_TEXT_REF="$root/build/text-ref"  # the reference tokenizers' outputs (scripts/test.sh makes them)
 export DELTAFIN_SANITIZER=$kind  # tests that bound resident memory skip that bound (the runtime's own memory grows)
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan.supp"
 export ASAN_OPTIONS="halt_on_error=1 detect_leaks=1"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
 if [ "$kind" = thread ]; then

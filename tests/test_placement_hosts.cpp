@@ -54,7 +54,7 @@ std::string read_record(ExpertReader& reader, int64_t layer, int64_t expert, std
   AlignedBuffer buffer(reader.buffer_bytes(layer, expert));
   std::memset(buffer.data(), 0, buffer.size());
   std::promise<std::exception_ptr> done;
-  reader.read(layer, expert, buffer.data(), true, [&](std::exception_ptr e) { done.set_value(e); });
+  reader.read(layer, expert, buffer.data(), true, [&](std::exception_ptr e) { done.set_value(std::move(e)); });
   if (const std::exception_ptr e = done.get_future().get()) {
     try {
       std::rethrow_exception(e);

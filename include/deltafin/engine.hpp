@@ -3,6 +3,7 @@
 // extended and rewound. Callers never see tensors or kernels.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -60,6 +61,9 @@ struct ModelSummary {
   int64_t context_length = 0;   // max_position_embeddings; 0: not stated
   uint64_t spine_bytes = 0;     // resident weights (streamed spine units not counted)
   uint64_t state_bytes_per_position = 0;  // KV/latent cache a position adds (with rewind snapshots)
+  // A session's state is append-only (K2's latent cache): a rewind recomputes nothing. False
+  // with a recurrent state (K3), where a rewind past its snapshots replays from the start.
+  bool append_only_state = false;
   uint64_t planned_state_bytes = 0;       // KV cache and state for EngineOptions::positions
   uint64_t routed_expert_bytes = 0;       // every routed expert record (what a budget beyond it cannot use)
   int64_t moe_layers = 0;       // layers with routed experts
@@ -165,6 +169,14 @@ class Session {
   // that only the forgotten positions of the last pass used go to the cold end of the cache.
   virtual void rewind(int64_t pos) = 0;
   virtual StorageReads storage_reads() const = 0;
+  // The state at position() as bytes (the latent KV cache rows 0..position()-1, K3's recurrent
+  // state and conv windows), behind a header of the family, shapes and positions
+  // (src/model/state_bytes.hpp). The values are this backend's: reloading is bit-identical within one backend.
+  virtual std::vector<std::byte> save_state() = 0;
+  // Makes this session hold `tokens` (position() == tokens.size()) with `state` saved by
+  // save_state() of a session of the same engine at that position. Throws deltafin::Error (one
+  // line) when the bytes do not fit this engine; the session is then unchanged.
+  virtual void load_state(std::span<const int32_t> tokens, std::span<const std::byte> state) = 0;
 };
 
 class Engine {
@@ -178,6 +190,10 @@ class Engine {
   virtual EngineStats stats() const = 0;
   // Requests per (layer, expert) so far, as usage-statistics JSON for `deltafin place --usage`.
   virtual std::string usage_json() const = 0;
+  // What a session's saved state (Session::save_state) depends on besides its tokens: the model,
+  // the backend and its kernels, the build (src/decode/state_fingerprint.hpp). Reads samples of
+  // the weight files; the prefix cache keys its entries by it.
+  virtual std::string state_fingerprint() const = 0;
 };
 
 }  // namespace deltafin

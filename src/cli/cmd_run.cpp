@@ -4,11 +4,14 @@
 // drafter is on: the target checks every guess, so the output is plain decoding's) and streamed
 // to stdout as UTF-8-safe text (or ids with --ids), by the generation loop serve shares
 // (decode/generation.hpp). Ctrl-C stops cleanly; --stats
-// (--stats=full: every counter) prints the receipt to stderr either way.
+// (--stats=full: every counter) prints the receipt to stderr either way. With --prefix-cache the
+// longest saved prefix of the prompt is loaded first and the state is saved at the prompt's save
+// point (decode/prefix_cache.hpp; written while the rest runs) and after the answer.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -16,6 +19,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/compute_starvation.hpp"
+#include "cli/prefix_cache_flags.hpp"
 #include "cli/progress.hpp"
 #include "decode/drafter.hpp"
 #include "decode/generation.hpp"
@@ -45,6 +49,7 @@ struct RunFlags {
   std::vector<std::string> stops;
   std::string draft = "auto", draft_model;
   SpeculativeOptions speculative;
+  PrefixCacheFlags prefix_cache;
 };
 
 std::string read_prompt_text(const RunFlags& f) {
@@ -99,6 +104,7 @@ int run(const RunFlags& f) {
   std::unique_ptr<OutputFile> stats_out, usage_out;
   if (!f.stats_json.empty()) stats_out = std::make_unique<OutputFile>(f.stats_json);
   if (!f.record_usage.empty()) usage_out = std::make_unique<OutputFile>(f.record_usage);
+  check_prefix_cache_flags(f.prefix_cache);
   const int64_t needed = static_cast<int64_t>(prompt.size()) + f.max_new;
   RunEngines engines = open_engines(f.engine, f.draft, f.draft_model, f.speculative.max_k, f.sampler, needed);
   std::unique_ptr<Engine>& engine = engines.target;
@@ -111,6 +117,7 @@ int run(const RunFlags& f) {
   if (engine->summary().eos_token_id >= 0) stop_ids.push_back(static_cast<int32_t>(engine->summary().eos_token_id));
   if (f.ignore_eos) stop_ids.clear();
   auto session = engine->new_session();
+  std::unique_ptr<PrefixCache> prefix_cache = open_prefix_cache(f.prefix_cache, *engine);
   g_interrupted = 0;
   std::signal(SIGINT, on_sigint);
 
@@ -131,6 +138,15 @@ int run(const RunFlags& f) {
   request.speculative = f.speculative;
   RunReport report;
   const auto t0 = Clock::now();
+  if (prefix_cache) request.held = report.prefix_hit = prefix_cache->restore(*session, prompt);
+  // The prompt's state at its save point, written while the rest runs.
+  const int64_t save_at = prefix_cache ? prefix_cache->prompt_save_point(prompt) : 0;
+  std::future<void> prompt_saved;
+  auto save_prompt = [&] {
+    const std::span<const int32_t> held = std::span<const int32_t>(prompt).first(static_cast<size_t>(save_at));
+    if (session->position() == save_at && !prefix_cache->saved(held))
+      prompt_saved = std::async(std::launch::async, [&, held, state = session->save_state()] { prefix_cache->save(held, state); });
+  };
   Progress progress("prefill", static_cast<int64_t>(prompt.size()));
   Clock::time_point t1;
   double cpu1 = 0;
@@ -138,6 +154,7 @@ int run(const RunFlags& f) {
   hooks.stop_now = [] { return g_interrupted != 0; };
   hooks.prefilled = [&](int64_t position) { progress.update(position); };
   hooks.decode_start = [&] {
+    if (prefix_cache && save_at == static_cast<int64_t>(prompt.size())) save_prompt();
     progress.finish();
     t1 = Clock::now();
     cpu1 = thread_cpu_seconds();
@@ -154,8 +171,20 @@ int run(const RunFlags& f) {
       return true;
     };
   }
+  int64_t prefilled_to_save = 0;  // K3: the prompt up to its save point first, the last position then in the loop
+  if (prefix_cache && save_at > request.held && save_at < static_cast<int64_t>(prompt.size())) {
+    prefill_prompt(*session, std::span<const int32_t>(prompt).first(static_cast<size_t>(save_at)), request.held,
+                   request.chunk, hooks.stop_now, hooks.prefilled, prefilled_to_save);
+    request.held = session->position();
+    save_prompt();
+  }
   const GenerationOutcome out = run_generation(*session, engine->summary().vocab_size, sampler, request, hooks);
   emit("\n");
+  if (prefix_cache) {
+    if (prompt_saved.valid()) prompt_saved.get();
+    prefix_cache->save(*session, std::span<const int32_t>(out.committed).first(static_cast<size_t>(session->position())));
+    report.prefix_cache = prefix_cache->stats();
+  }
   report.generated = out.generated;
   report.at_decode_end = engine->stats();
   const auto t2 = Clock::now();
@@ -163,7 +192,7 @@ int run(const RunFlags& f) {
   std::signal(SIGINT, SIG_DFL);
   if (g_interrupted) std::fprintf(stderr, "deltafin: interrupted\n");
   report.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
-  report.prefill_tokens = out.prefilled;
+  report.prefill_tokens = prefilled_to_save + out.prefilled;
   report.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
   // The first token comes from the prefill's logits; the decode produced the rest (tokens, not
   // passes: a speculative pass may commit several).
@@ -225,6 +254,7 @@ Command register_run(CLI::App& app) {
                          [](std::string& s) { return s.empty() || s == "full" ? std::string() : std::string("--stats or --stats=full"); },
                          "", ""));
   sub->add_option("--stats-json", f->stats_json, "Write the receipt as JSON to this file");
+  add_prefix_cache_flags(*sub, f->prefix_cache);
   sub->add_option("--record-usage", f->record_usage,
                   "Write how often each expert was used to this file (input of `deltafin place --usage`)");
   return {sub, [f, p, stats] {

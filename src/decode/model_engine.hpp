@@ -5,6 +5,7 @@
 //   kRecurrent                            whether State has a recurrent part (snapshots for rewinds)
 //   load(path), experts(index, config)    config.json, the routed-expert table
 //   new_state(model), state_bytes(state)  a fresh timeline state and its bytes
+//   save_state, load_state                the state at a position as bytes and back (Session::save_state)
 //   name, vocab, eos, context, bytes,
 //   top_k                                 what the summary and the memory plan need of the config
 // The model provides forward(state, tokens, n, start, logits, all_logits), spine_bytes(),
@@ -37,6 +38,7 @@
 #include "backend/backend.hpp"
 #include "decode/host_engine.hpp"
 #include "decode/memory_plan.hpp"
+#include "decode/state_fingerprint.hpp"
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
 #include "model/routed_experts.hpp"
@@ -183,6 +185,28 @@ class ModelSession final : public Session {
     history_.resize(pos);
   }
 
+  std::vector<std::byte> save_state() override {
+    if constexpr (F::kRecurrent) {
+      // After a rewind the recurrent state may lag position(): the pending replay runs first.
+      std::vector<float> ignored(F::vocab(model_.config()));
+      for (int64_t done = std::max<int64_t>(replay_from_, 0); replay_from_ >= 0 && done < position_;) {
+        const int64_t m = std::min(chunk_, position_ - done);
+        model_.forward(state_, history_.data() + done, m, done, ignored.data(), false);
+        done += m;
+      }
+      replay_from_ = -1;
+    }
+    return F::save_state(model_, state_, position_);
+  }
+
+  void load_state(std::span<const int32_t> tokens, std::span<const std::byte> state) override {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    F::load_state(model_, state_, n, state);  // checks the header before it changes anything
+    position_ = n;
+    history_.assign(tokens.begin(), tokens.end());
+    if constexpr (F::kRecurrent) replay_from_ = -1, snapshots_.clear();
+  }
+
  private:
   typename F::Model& model_;
   ExpertStore& store_;
@@ -225,6 +249,7 @@ class ModelEngine final : public Engine {
     summary_.context_length = F::context(config_);
     summary_.spine_bytes = model_.spine_bytes() - (stream_ ? stream_->streamed_bytes() : 0);  // resident
     summary_.state_bytes_per_position = planned_state_bytes(config_, 1) - planned_state_bytes(config_, 0);
+    summary_.append_only_state = !F::kRecurrent;
     summary_.planned_state_bytes = planned_state_bytes(config_, planned_positions(o, config_));
     summary_.routed_expert_bytes = store_.total_expert_bytes();
     for (int64_t l = 0; l < experts_.layers(); ++l) summary_.moe_layers += experts_.has(l) ? 1 : 0;
@@ -326,6 +351,8 @@ class ModelEngine final : public Engine {
   std::string usage_json() const override {
     return deltafin::usage_json(model_fingerprint(experts_), hosts_ ? hosts_->usage() : store_.usage());
   }
+
+  std::string state_fingerprint() const override { return deltafin::state_fingerprint(*index_, experts_, *backend_); }
 
  private:
   EngineOptions options_;

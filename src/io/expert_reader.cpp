@@ -206,7 +206,7 @@ void ExpertReader::not_here(const std::shared_ptr<Read>& read) {
                                                          read->layer, read->expert, placement_path_)));
   ReadJob job;
   job.cancel = std::make_shared<std::atomic<bool>>(true);
-  job.done = [read, error](std::exception_ptr) { read->done(error); };
+  job.done = [read, error](std::exception_ptr) mutable { read->done(std::move(error)); };
   shard_drive_->submit(std::move(job));
 }
 

@@ -173,27 +173,28 @@ TEST_CASE("inspect --device-memory-gb: the real K3 on an H100 and an H200, as in
   const auto h100 = test::run_deltafin("inspect -m " + dir + " --device-memory-gb 82 --memory-gb 64");
   INFO(h100.output);
   REQUIRE(h100.exit_code == 0);
-  test::check_contains(h100.output, "device         82.0000 GB: spine 76.341395 GB resident + 37.168137 GB streamed (window 2.535488 GB), "
-                        "experts 0.317455 GB");
-  test::check_contains(h100.output, "host           64.0000 GB: streamed spine 37.168137 GB held + 0.000000 GB from the drives");
-  test::check_contains(h100.output, "resident       embedding, layers 0-6, layers 8-10,");
-  test::check_contains(h100.output, "layers 68-70, layer 72, head");
-  test::check_contains(h100.output, "from host      layer 7, layer 11,");
-  test::check_contains(h100.output, "layer 71, layers 73-92");
+  test::check_contains(h100.output, "device         82.0000 GB: spine 70.426083 GB resident + 43.083449 GB streamed (window 2.535488 GB), "
+                        "experts 0.375389 GB");
+  test::check_contains(h100.output, "host           64.0000 GB: streamed spine 43.083449 GB held + 0.000000 GB from the drives");
+  test::check_contains(h100.output, "resident       embedding, layers 0-2, layers 4-6,");
+  test::check_contains(h100.output, "layers 64-66, head");
+  test::check_contains(h100.output, "from host      layer 3, layer 7,");
+  test::check_contains(h100.output, "layer 63, layers 67-92");
   test::check_contains(h100.output, "from drives    nothing");
-  test::check_contains(h100.output, "to device      62.992041 GB a token, host to device = streamed spine 37.168137 GB + expert reads 25.823904 GB");
+  test::check_contains(h100.output, "prefill pass   4096 positions, activations 5.857379 GB");
+  test::check_contains(h100.output, "to device      68.906318 GB a token, host to device = streamed spine 43.083449 GB + expert reads 25.822869 GB");
   const auto small_host = test::run_deltafin("inspect -m " + dir + " --device-memory-gb 82 --memory-gb 16");
-  test::check_contains(small_host.output, "host           16.0000 GB: streamed spine 12.254033 GB held + 24.914104 GB from the drives "
+  test::check_contains(small_host.output, "host           16.0000 GB: streamed spine 12.254033 GB held + 30.829416 GB from the drives "
                               "(pinned window 2.535488 GB)");
-  test::check_contains(small_host.output, "read/token     50.738008 GB = spine 24.914104 GB + experts 25.823904 GB");
+  test::check_contains(small_host.output, "read/token     56.652286 GB = spine 30.829416 GB + experts 25.822869 GB");
 
   const auto h200 = test::run_deltafin("inspect -m " + dir + " --device-memory-gb 141 --memory-gb 64");
   INFO(h200.output);
   REQUIRE(h200.exit_code == 0);
   test::check_contains(h200.output, "device         141.0000 GB: spine 113.509532 GB resident + 0.000000 GB streamed (window 0.000000 GB), "
-                        "experts 24.684806 GB");
+                        "experts 18.827428 GB");
   test::check_contains(h200.output, "from host      nothing");
-  test::check_contains(h200.output, "to device      25.388772 GB a token");
+  test::check_contains(h200.output, "to device      25.493369 GB a token");
 }
 
 TEST_CASE("bad --device-memory-gb values and a second budget for one pool are refused in one line", "[device-memory][bad-input]") {
@@ -213,7 +214,7 @@ TEST_CASE("bad --device-memory-gb values and a second budget for one pool are re
   const auto below = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --device-memory-gb 4");
   CHECK(below.exit_code == 1);
   test::check_contains(below.output, "--device-memory-gb 4: below the minimum working set of 5.17 GB");
-  test::check_contains(below.output, "give at least --device-memory-gb 5.1721");
+  test::check_contains(below.output, "give at least --device-memory-gb 5.1736");
   const auto host = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --device-memory-gb 82 --memory-gb 2");
   CHECK(host.exit_code == 1);
   test::check_contains(host.output, "--memory-gb 2: below the host's share of 3.35 GB");

@@ -36,6 +36,7 @@ TEST_CASE("one prefill pass equals token-by-token decoding, bit for bit", "[exac
     const auto whole = all_logits(fixture, 2, 1.0, 64);
     CHECK(bit_identical(whole, all_logits(fixture, 2, 1.0, 1)));
     CHECK(bit_identical(whole, all_logits(fixture, 2, 1.0, 5)));
+    CHECK(bit_identical(whole, all_logits(fixture, 2, 1.0, 0)));  // the memory plan's pass
   }
 }
 

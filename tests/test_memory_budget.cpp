@@ -50,33 +50,39 @@ TEST_CASE("inspect prints the memory plan of the real Kimi K3 as docs/memory-bud
   INFO(at64.output);
   REQUIRE(at64.exit_code == 0);
   test::check_contains(at64.output, "113.509532 GB spine (from config.json)");
-  test::check_contains(at64.output, "budget         64.0000 GB: spine 57.748642 GB resident + 55.760890 GB streamed (window 2.535488 GB), "
-                        "experts 0.910208 GB, KV cache and state 2.549662 GB (4096 positions), working 0.256000 GB; "
-                        "minimum 5.172062 GB");
-  test::check_contains(at64.output, "streamed       layer 3, layer 7, layer 11");
-  test::check_contains(at64.output, "layers 54-92");
-  test::check_contains(at64.output, "read/token     81.574209 GB = spine 55.760890 GB + experts 25.813319 GB");
-  test::check_contains(at64.output, "hit rate 0.0629%");
-  test::check_contains(at64.output, "predicted      0.0368 tok/s from 1 drive(s)");
+  test::check_contains(at64.output, "budget         64.0000 GB: spine 52.254257 GB resident + 61.255275 GB streamed (window 2.535488 GB), "
+                        "experts 0.547215 GB, KV cache and state 2.549662 GB (4096 positions), working 0.256000 GB; "
+                        "minimum 5.173509 GB");
+  test::check_contains(at64.output, "prefill pass   4096 positions, activations 5.857379 GB (1.430020 MB a position); 1 pass(es) for 4096 positions");
+  test::check_contains(at64.output, "streamed       layer 7, layer 11, layer 15");
+  test::check_contains(at64.output, "layers 47-92");
+  test::check_contains(at64.output, "read/token     87.075076 GB = spine 61.255275 GB + experts 25.819801 GB");
+  test::check_contains(at64.output, "hit rate 0.0378%");
+  test::check_contains(at64.output, "predicted      0.0345 tok/s from 1 drive(s)");
   const auto four = test::run_deltafin("inspect -m " + dir + " --memory-gb 64 --drive-gbps 7,7,7,7");
-  test::check_contains(four.output, "predicted      0.3432 tok/s from 4 drive(s) at 7 + 7 + 7 + 7 = 28 GB/s");
+  test::check_contains(four.output, "predicted      0.3216 tok/s from 4 drive(s) at 7 + 7 + 7 + 7 = 28 GB/s");
+  // A 512-token prompt (docs/prefill.md): one pass of 512 positions.
+  const auto at512 = test::run_deltafin("inspect -m " + dir + " --memory-gb 64 --positions 512");
+  test::check_contains(at512.output, "prefill pass   512 positions, activations 0.732187 GB");
+  test::check_contains(test::run_deltafin("inspect -m " + dir + " --memory-gb 64 --positions 4096 --chunk 64").output,
+                       "prefill pass   64 positions (--chunk 64), activations 0.091538 GB (1.430020 MB a position); 64 pass(es)");
 
   const auto at128 = test::run_deltafin("inspect -m " + dir + " --memory-gb 128 --drive-gbps 3");
   INFO(at128.output);
   REQUIRE(at128.exit_code == 0);
   test::check_contains(at128.output, "budget         128.0000 GB: spine 113.509532 GB resident + 0.000000 GB streamed (window 0.000000 GB), "
-                         "experts 11.684806 GB");
+                         "experts 5.827428 GB");
   test::check_contains(at128.output, "streamed       nothing");
-  test::check_contains(at128.output, "read/token     25.620915 GB = spine 0.000000 GB + experts 25.620915 GB");
-  test::check_contains(at128.output, "predicted      0.1171 tok/s");
+  test::check_contains(at128.output, "read/token     25.725511 GB = spine 0.000000 GB + experts 25.725511 GB");
+  test::check_contains(at128.output, "predicted      0.1166 tok/s");
 }
 
 TEST_CASE("a budget below the minimum working set is refused in one line naming the minimum", "[memory-budget][bad-input]") {
   const auto inspect = test::run_deltafin("inspect -m " + test::fixture("k3_real_config") + " --memory-gb 4");
   CHECK(inspect.exit_code == 1);  // after the description of the model, one error line
   test::check_contains(inspect.output, "--memory-gb 4: below the minimum working set of 5.17 GB (2.35 GB of the largest spine unit (head), "
-                           "17.5 MB for one expert, 2.55 GB of KV cache and state, 256.0 MB of working memory); "
-                           "give at least --memory-gb 5.1721");
+                           "17.5 MB for one expert, 2.55 GB of KV cache and state, 256.0 MB of working memory, "
+                           "1.4 MB of activations for a 1-position pass); give at least --memory-gb 5.1736");
   const auto run = test::run_deltafin("run -p hi -n 2 --draft off --memory-gb 0.01");
   CHECK(run.exit_code == 1);
   CHECK(std::count(run.output.begin(), run.output.end(), '\n') == 1);

@@ -99,7 +99,8 @@ TEST_CASE("the default receipt is the user's block, and --stats=full adds the en
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.rfind("--- deltafin receipt (--stats=full: every counter) ---\nmodel     ", 0) == 0);
-  CHECK(std::regex_search(r.err, std::regex(R"(\nprompt    \d+ tokens in [0-9.]+ m?s: [0-9.]+ tok/s\n)")));
+  CHECK(std::regex_search(r.err, std::regex(R"(\nprompt    \d+ tokens in [0-9.]+ m?s: [0-9.]+ tok/s; 1 pass of at most \d+ positions; )"
+                                            R"(experts read 1\.00x the [0-9.]+ [KMG]?B it routed to\n)")));
   CHECK(std::regex_search(r.err, std::regex(R"(\nanswer    16 tokens at [0-9.]+ tok/s; first token after [0-9.]+ m?s\n)")));
   CHECK(std::regex_search(r.err, std::regex(R"(\ndisk      [0-9.]+ [KMG]?B read at [0-9.]+ [KMG]?B/s\n)")));
   CHECK(std::regex_search(r.err, std::regex(R"(\nmemory    peak [0-9.]+ [KMG]?B, budget [0-9.]+ [KMG]?B \([^)]*\): held\n)")));

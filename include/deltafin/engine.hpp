@@ -30,7 +30,9 @@ struct EngineOptions {
   bool cache_gb_given = false;
   int threads = 0;         // 0: one per hardware thread
   std::string backend = "cpu";  // cpu, cuda, metal, or auto (CUDA or Metal when a device is present, else CPU)
-  int64_t chunk = 64;      // positions per prefill pass
+  // The most positions a prefill pass takes (--chunk): 0 = as many as the memory plan gives
+  // (ModelSummary::pass_positions); else the plan's pass at most this large.
+  int64_t chunk = 0;
   bool bypass = true;      // read routed experts around the page cache (O_DIRECT / F_NOCACHE)
   // Placement manifest (deltafin place): "" = <model_dir>/deltafin-placement.json when it
   // exists, else the original shards; "none" = always the shards.
@@ -80,6 +82,10 @@ struct ModelSummary {
   uint64_t device_memory_budget = 0;
   std::string device_memory_source;
   uint64_t spine_host_bytes = 0, host_minimum_bytes = 0;
+  // Prefill passes: the positions a pass takes (the plan's choice under --chunk), the activation
+  // bytes one position adds to a pass, and what the plan counts for the pass's activations.
+  int64_t pass_positions = 1;
+  uint64_t activation_bytes_per_position = 0, pass_activation_bytes = 0;
 };
 
 struct DriveReport {
@@ -122,6 +128,10 @@ struct EngineStats {
   uint64_t expert_runs = 0;         // experts run (once per pass each)
   uint64_t expert_selections = 0;   // routed selections (positions x layers x top-k)
   uint64_t repeat_reads_in_pass = 0;  // an expert read twice within one pass (always 0)
+  // Bytes of the union of routed experts requested so far, each record once: what reading every
+  // routed expert once would cost (expert_bytes_read / this is the prefill's re-read factor).
+  uint64_t union_expert_bytes = 0;
+  uint64_t activation_peak_bytes = 0;  // the most a pass's activations held in the model's scratch
   uint64_t prefetch_reads = 0;
   uint64_t prefetch_used = 0;
   uint64_t prefetch_bytes = 0;
@@ -149,7 +159,7 @@ struct StorageReads {
 class Session {
  public:
   virtual ~Session() = default;
-  // Appends tokens (in passes of at most `chunk` positions). Returns logits [n, vocab] of every
+  // Appends tokens (in passes of at most ModelSummary::pass_positions). Returns logits [n, vocab] of every
   // appended position when all_logits, else [vocab] of the last one.
   virtual std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) = 0;
   virtual int64_t position() const = 0;

@@ -96,6 +96,9 @@ Command register_inspect(CLI::App& app) {
                   "on it, which stream from host memory (--memory-gb: its budget; default unbounded) and which from the drives");
   sub->add_option("--drive-gbps", plan->drive_gbps, "The drives' read rates in GB/s (comma-separated): predicted tokens per second");
   sub->add_option("--positions", plan->positions, "Positions whose KV cache and state the plan holds")->capture_default_str();
+  sub->add_option("--chunk", plan->chunk, "The most positions a prefill pass takes (default: as many as the plan gives)")
+      ->type_name("N")
+      ->check(chunk_validator());
   CLI::Option* hosts_option = sub->add_option("--hosts", hosts->hosts,
                   "Project decode over this many equal hosts (MPI ranks), each with --memory-gb and the --drive-gbps drives: "
                   "rank 0 runs the spine, every host its share of the routed experts (docs/hosts-projection.md)");

@@ -1,5 +1,5 @@
 // `deltafin logits -m DIR --tokens 1,17,300 --out FILE.npy`: float32 logits [T, vocab] of every
-// position, in one prefill (in passes of --chunk positions).
+// position, in one prefill (in passes the memory plan sizes, at most --chunk positions).
 #include <memory>
 
 #include "cli/commands.hpp"

@@ -1,6 +1,6 @@
 // `deltafin run`: a prompt (-p TEXT, a file, stdin, or --tokens ids; one trailing newline is
 // dropped from every text prompt, so `echo TEXT |`, a file and -p TEXT agree), optionally in the model's
-// chat format, prefilled in passes of --chunk positions, then decoded (speculatively when a
+// chat format, prefilled in passes the memory plan sizes (at most --chunk positions), then decoded (speculatively when a
 // drafter is on: the target checks every guess, so the output is plain decoding's) and streamed
 // to stdout as UTF-8-safe text (or ids with --ids), by the generation loop serve shares
 // (decode/generation.hpp). Ctrl-C stops cleanly; --stats
@@ -128,7 +128,7 @@ int run(const RunFlags& f) {
   };
   GenerationRequest request;
   request.prompt = prompt;
-  request.chunk = f.engine.chunk;
+  request.chunk = engine->summary().pass_positions;
   request.max_tokens = f.max_new;
   request.stop_ids = stop_ids;
   request.stops = f.stops;

@@ -100,7 +100,7 @@ int serve_command(ServeFlags& f) {
                            engines.draft_bytes + kRuntimeAllowance + connections.max_buffered_bytes;
   const std::string drafter = engines.drafter ? engines.drafter->name() : "off";
   serve::Generator generator(f.engine.model_dir, std::move(engines.target), std::move(engines.drafter), f.speculative,
-                             f.engine.chunk, !f.no_session_reuse);
+                             summary.pass_positions, !f.no_session_reuse);
   serve::HttpServer server(generator, f.server, loop);
   std::fprintf(stderr, "deltafin: serving %s (%s, chat format %s, drafter %s) on http://%s:%d\n", f.server.model_name.c_str(),
                summary.architecture.c_str(), chat_style_name(generator.chat_style()), drafter.c_str(),

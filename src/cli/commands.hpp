@@ -35,6 +35,8 @@ std::string model_dir_or_default(const std::string& given);
 // Flags every model-running command shares: -m (optional), --cache-gb, --threads, --chunk,
 // --no-bypass.
 void add_engine_flags(CLI::App& app, EngineOptions& options);
+// The check of a --chunk value: a whole number of positions >= 1, refused in one line.
+CLI::Validator chunk_validator();
 // Under `mpirun -n N`, whether this process is an expert host (rank 1..N-1): run, serve and
 // logits then serve rank 0 (decode/host_engine.hpp) instead of generating.
 bool expert_host_rank();
@@ -77,6 +79,12 @@ struct RunReport {
   int64_t prefix_hit = -1;            // --prefix-cache: prompt positions loaded from it (-1: no cache)
   PrefixCacheStats prefix_cache;      // its counters at the end
 };
+
+// The prefill's expert bytes read over the bytes of the union of experts it routed to (1: each
+// routed expert read once; 0 when nothing was routed). `at` = the counters at the decode's start.
+inline double prefill_read_over_union(const EngineStats& at) {
+  return at.union_expert_bytes ? static_cast<double>(at.expert_bytes_read) / at.union_expert_bytes : 0.0;
+}
 
 // Prints the --stats receipt to stderr: what a user asks (speed, time to first token, disk reads,
 // memory held, speculation in words); full (--stats=full) adds every engine counter.

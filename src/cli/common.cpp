@@ -69,6 +69,20 @@ std::string model_dir_or_default(const std::string& given) {
 
 bool expert_host_rank() { return hosts::host_group() && hosts::host_group()->rank() > 0; }
 
+CLI::Validator chunk_validator() {
+  return CLI::Validator(
+      [](std::string& s) {
+        try {
+          size_t end = 0;
+          const long long v = std::stoll(s, &end);
+          if (end == s.size() && v >= 1) return std::string();
+        } catch (...) {
+        }
+        return std::string("must be a whole number of positions >= 1 (got '" + s + "')");
+      },
+      "", "");
+}
+
 void add_engine_flags(CLI::App& app, EngineOptions& options) {
   app.add_option("-m,--model", options.model_dir, "Model directory (default: the bundled models/default)");
   app.add_option("--memory-gb", options.memory_gb,
@@ -83,7 +97,10 @@ void add_engine_flags(CLI::App& app, EngineOptions& options) {
       "--cache-gb", [&options](double gb) { options.cache_gb = gb, options.cache_gb_given = true; },
       "The routed-expert share of --memory-gb, in GB (default: what the budget leaves once the spine is placed)");
   app.add_option("--threads", options.threads, "Worker threads (0: one per CPU this process may use: its affinity mask and CPU quota)")->capture_default_str();
-  app.add_option("--chunk", options.chunk, "Positions per prefill pass")->capture_default_str();
+  app.add_option("--chunk", options.chunk,
+                 "The most positions a prefill pass takes (default: as many as the memory plan gives, up to the whole prompt)")
+      ->type_name("N")
+      ->check(chunk_validator());
   app.add_option("--backend", options.backend, "What runs the model: cpu, cuda, metal, or auto (CUDA or Metal when a device is present)")
       ->capture_default_str();
   app.add_flag_callback("--no-bypass", [&options] { options.bypass = false; },

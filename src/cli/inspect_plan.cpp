@@ -1,6 +1,7 @@
 // The plan lines of `deltafin inspect` (see inspect_plan.hpp).
 #include "cli/inspect_plan.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -60,6 +61,7 @@ std::optional<PrintedPlan> print_memory_plan(const FamilyDescription& d, const P
   if (device && !(f.device_memory_gb > 0 && f.device_memory_gb <= 1e9))
     fail("--device-memory-gb must be a number of GB > 0 (got {})", f.device_memory_gb);
   if (f.positions < 0) fail("--positions must be >= 0 (got {})", f.positions);
+  if (f.chunk < 0) fail("--chunk must be a whole number of positions >= 1 (got {})", f.chunk);
   const std::vector<double> rates = parse_rates(f.drive_gbps);
   const ModelBytes& b = d.bytes;
   BudgetInput in;
@@ -75,6 +77,9 @@ std::optional<PrintedPlan> print_memory_plan(const FamilyDescription& d, const P
   }
   in.routed_per_token = b.routed_per_token;
   in.top_k = d.top_k;
+  in.activations = b.activations;
+  const int64_t whole = f.positions > 0 ? f.positions : kMaxPassPositions;
+  in.pass_positions_wanted = f.chunk > 0 ? std::min(f.chunk, whole) : whole;
   BudgetPlan p = plan_budget(in, fmt::format("{} {}", in.flag, device ? f.device_memory_gb : f.memory_gb));
   const auto gb = [](uint64_t bytes) { return bytes / 1e9; };
   const uint64_t host = f.memory_gb > 0 ? static_cast<uint64_t>(f.memory_gb * 1e9) : UINT64_MAX / 4;
@@ -100,6 +105,11 @@ std::optional<PrintedPlan> print_memory_plan(const FamilyDescription& d, const P
     std::printf("resident       %s\n", unit_list(in.units, p.resident, true).c_str());
     std::printf("streamed       %s\n", unit_list(in.units, p.resident, false).c_str());
   }
+  const int64_t passes = f.positions > 0 ? (f.positions + p.pass_positions - 1) / p.pass_positions : 0;
+  std::printf("prefill pass   %lld positions%s, activations %.6f GB (%.6f MB a position); %lld pass(es) for %lld positions, "
+              "each reading the union of the experts its positions chose\n",
+              (long long)p.pass_positions, f.chunk > 0 ? fmt::format(" (--chunk {})", f.chunk).c_str() : "",
+              gb(p.pass_activations), b.activations.per_position() / 1e6, (long long)passes, (long long)f.positions);
   std::printf("read/token     %.6f GB = spine %.6f GB + experts %.6f GB (%lld MoE layers x top-%lld x %.6f GB, "
               "hit rate %.4f%% under uniform use)\n",
               gb(p.read_per_token()), gb(p.spine_read_per_token), gb(p.expert_read_per_token), (long long)d.moe_layers,

@@ -20,10 +20,17 @@ void line(const char* label, const std::string& text) { std::fprintf(stderr, "%-
 
 std::string tokens(int64_t n) { return fmt::format("{} token{}", n, n == 1 ? "" : "s"); }
 
-std::string prompt_line(const RunReport& r) {
+// With the passes it took and the experts it read against the union it routed to (1.00: each
+// routed expert read once).
+std::string prompt_line(const RunReport& r, const ModelSummary& m) {
   if (r.prefill_tokens == 0) return "no tokens";
-  return fmt::format("{} in {}: {} tok/s", tokens(r.prefill_tokens), human_seconds(r.prefill_seconds),
-                     human_amount(r.prefill_tokens / std::max(r.prefill_seconds, 1e-9)));
+  std::string text = fmt::format("{} in {}: {} tok/s", tokens(r.prefill_tokens), human_seconds(r.prefill_seconds),
+                                 human_amount(r.prefill_tokens / std::max(r.prefill_seconds, 1e-9)));
+  const EngineStats& at = r.at_decode_start;
+  text += fmt::format("; {} pass{} of at most {} positions", at.passes, at.passes == 1 ? "" : "es", m.pass_positions);
+  if (at.union_expert_bytes)
+    text += fmt::format("; experts read {:.2f}x the {} it routed to", prefill_read_over_union(at), human_bytes(at.union_expert_bytes));
+  return text;
 }
 
 // The first token comes from the prompt's pass; the rate counts the tokens after it.
@@ -112,7 +119,7 @@ void print_receipt(const Engine& engine, const RunReport& r, bool full) {
   const ModelSummary& m = engine.summary();
   std::fprintf(stderr, "--- deltafin receipt%s ---\n", full ? "" : " (--stats=full: every counter)");
   line("model", m.architecture + " on " + m.backend);
-  line("prompt", prompt_line(r));
+  line("prompt", prompt_line(r, m));
   if (r.prefix_hit >= 0) line("prefix", prefix_line(r));
   line("answer", answer_line(r));
   if (r.drafter != "off") line("draft", draft_line(r));

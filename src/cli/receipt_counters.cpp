@@ -32,8 +32,13 @@ void print_engine_counters(const Engine& engine, const RunReport& r) {
   const uint64_t decode_passes = s.passes - r.at_decode_start.passes;
   const int64_t moe_layers = std::max<int64_t>(m.moe_layers, 1);
   std::fprintf(stderr, "--- engine counters ---\n");
-  std::fprintf(stderr, "prefill   %" PRId64 " tokens in %.3f s (%.2f tok/s)\n", r.prefill_tokens, r.prefill_seconds,
-               rate(r.prefill_tokens, r.prefill_seconds));
+  std::fprintf(stderr, "prefill   %" PRId64 " tokens in %.3f s (%.2f tok/s); %" PRIu64 " passes of at most %" PRId64
+               " positions (activations %.4f GB planned, %.4f GB peak); %.4f GB of experts read = %.2fx the union "
+               "routed to (%.4f GB)\n",
+               r.prefill_tokens, r.prefill_seconds, rate(r.prefill_tokens, r.prefill_seconds), r.at_decode_start.passes,
+               m.pass_positions, m.pass_activation_bytes / kGB, r.at_decode_start.activation_peak_bytes / kGB,
+               r.at_decode_start.expert_bytes_read / kGB, prefill_read_over_union(r.at_decode_start),
+               r.at_decode_start.union_expert_bytes / kGB);
   std::fprintf(stderr, "decode    %" PRId64 " tokens in %" PRId64 " target passes, %.3f s (%.2f tok/s); %.4f GB of experts "
                "read per token\n",
                r.decode_tokens, r.decode_passes, r.decode_seconds, rate(r.decode_tokens, r.decode_seconds),

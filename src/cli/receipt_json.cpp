@@ -43,7 +43,9 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       o.wall, o.read_wait, o.compute, o.io, json_string(o.busiest), o.bound, o.fraction, r.decode_cpu_seconds);
   const std::string text = fmt::format(
       "{{\n  \"model\": {},\n  \"backend\": {},\n"
-      "  \"prefill\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}}},\n"
+      "  \"prefill\": {{\"tokens\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}, \"union_expert_bytes\": {}, "
+      "\"read_over_union\": {:.6f}, \"passes\": {}, \"pass_positions\": {}, \"pass_activation_bytes\": {}, "
+      "\"activation_bytes_per_position\": {}, \"activation_peak_bytes\": {}}},\n"
       "  \"decode\": {{\"tokens\": {}, \"passes\": {}, \"seconds\": {:.6f}, \"expert_bytes\": {}, "
       "\"first_token_seconds\": {:.6f}}},\n"
       "  \"experts\": {{\"source\": {}, \"bytes_read\": {}, \"reads\": {}, \"hits\": {}, \"runs\": {}, \"selections\": {}, "
@@ -62,7 +64,9 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       "\"draft_seconds\": {:.6f}, \"decode_expert_runs\": {}, \"moe_layers\": {}}},\n"
       "{}  \"ids_xxh3\": \"{:016x}\",\n  \"ids\": [{}]\n}}\n",
       json_string(engine.summary().architecture), json_string(engine.summary().backend), r.prefill_tokens, r.prefill_seconds,
-      r.at_decode_start.expert_bytes_read, r.decode_tokens, r.decode_passes, r.decode_seconds,
+      r.at_decode_start.expert_bytes_read, r.at_decode_start.union_expert_bytes, prefill_read_over_union(r.at_decode_start),
+      r.at_decode_start.passes, engine.summary().pass_positions, engine.summary().pass_activation_bytes,
+      engine.summary().activation_bytes_per_position, r.at_decode_start.activation_peak_bytes, r.decode_tokens, r.decode_passes, r.decode_seconds,
       s.expert_bytes_read - r.at_decode_start.expert_bytes_read, r.first_token_seconds, json_string(s.expert_source), s.expert_bytes_read,
       s.expert_misses, s.expert_hits, s.expert_runs, s.expert_selections, s.repeat_reads_in_pass, s.io_wait_seconds,
       s.io_wait_seconds - r.at_decode_start.io_wait_seconds,

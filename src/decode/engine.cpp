@@ -64,6 +64,8 @@ BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, const std:
   in.all_experts = m.all_experts;
   in.routed_per_token = m.bytes.routed_per_token;
   in.top_k = m.top_k;
+  in.activations = m.bytes.activations;
+  in.pass_positions_wanted = m.pass_wanted;
   if (o.cache_gb > 0 || o.cache_gb_given) in.expert_cap = static_cast<uint64_t>(o.cache_gb * 1e9);
   in.cap_fixed = o.cache_gb_given;
   if (!two_pools) {
@@ -183,7 +185,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
          most_threads / 4, most_threads);
   if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "metal" && options.backend != "auto")
     fail("--backend must be cpu, cuda, metal or auto (got '{}')", options.backend);
-  if (options.chunk <= 0) fail("--chunk must be positive (got {})", options.chunk);
+  if (options.chunk < 0) fail("--chunk must be positive (got {})", options.chunk);
   if (options.positions < 0) fail("the planned positions must be >= 0 (got {})", options.positions);
   if (options.io_depth < 1 || options.io_depth > 256) fail("--io-depth must be 1..256 (got {})", options.io_depth);
   if (!(options.io_piece_mb >= 0.004 && options.io_piece_mb <= 1024))

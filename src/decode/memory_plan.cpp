@@ -51,6 +51,16 @@ std::optional<std::pair<std::vector<bool>, uint64_t>> split_spine(const std::vec
   return best;
 }
 
+// The pass (see plan_budget): whole when it fits half of what the budget leaves beyond `keep`
+// and a 1-position pass, else the most positions that fit.
+void size_pass(const BudgetInput& in, uint64_t keep, BudgetPlan& p) {
+  const PassActivations& a = in.activations;
+  const uint64_t one = a.bytes(1);
+  const uint64_t share = in.budget > keep + one ? one + (in.budget - keep - one) / 2 : one;
+  p.pass_positions = a.positions_within(share, std::clamp<int64_t>(in.pass_positions_wanted, 1, kMaxPassPositions));
+  p.pass_activations = a.bytes(p.pass_positions);
+}
+
 }  // namespace
 
 std::vector<SpineUnit> spine_units(const ModelBytes& b) {
@@ -65,15 +75,17 @@ uint64_t working_reserve(uint64_t spine) { return std::clamp<uint64_t>(spine / 4
 BudgetPlan plan_budget(const BudgetInput& in, const std::string& what) {
   BudgetPlan p;
   p.budget = in.budget;
-  const uint64_t fixed = in.state + in.reserve + in.others;
+  uint64_t fixed = in.state + in.reserve + in.others;
+  const uint64_t one = in.activations.bytes(1);  // a 1-position pass
   const uint64_t slot = in.all_experts ? in.expert_slot : 0;
   const auto largest = std::max_element(in.units.begin(), in.units.end(),
                                         [](const SpineUnit& a, const SpineUnit& b) { return a.bytes < b.bytes; });
   const uint64_t largest_bytes = largest == in.units.end() ? 0 : largest->bytes;
-  p.minimum = largest_bytes + slot + fixed;
-  std::string parts = fmt::format("{} of the largest spine unit ({}), {} for one expert, {} of KV cache and state, {} of working memory",
+  p.minimum = largest_bytes + slot + fixed + one;
+  std::string parts = fmt::format("{} of the largest spine unit ({}), {} for one expert, {} of KV cache and state, {} of working memory, "
+                                  "{} of activations for a 1-position pass",
                                   human_bytes(largest_bytes), largest == in.units.end() ? "none" : largest->name,
-                                  human_bytes(slot), human_bytes(in.state), human_bytes(in.reserve));
+                                  human_bytes(slot), human_bytes(in.state), human_bytes(in.reserve), human_bytes(one));
   if (in.others) parts += fmt::format(", {} for the draft model", human_bytes(in.others));
   if (in.budget < p.minimum)
     fail("{}: below the minimum working set of {} ({}); give at least {} {}", what, human_bytes(p.minimum), parts, in.flag,
@@ -82,6 +94,8 @@ BudgetPlan plan_budget(const BudgetInput& in, const std::string& what) {
   // The experts' share before the spine's: a fixed --cache-gb, else one layer's selection.
   const bool fixed_cap = in.expert_cap && in.cap_fixed;
   const uint64_t cap = std::min(in.expert_cap.value_or(UINT64_MAX), in.all_experts);
+  size_pass(in, fixed + largest_bytes + (fixed_cap ? cap : std::min(cap, std::max<int64_t>(1, in.top_k) * slot)), p);
+  fixed += p.pass_activations;
   uint64_t floor = fixed_cap ? cap : std::min(cap, std::max<int64_t>(1, in.top_k) * slot);
   if (!fixed_cap) floor = std::clamp(in.budget - fixed - largest_bytes, std::min(slot, floor), floor);
   if (fixed_cap && cap + fixed + largest_bytes > in.budget)

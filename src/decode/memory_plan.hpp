@@ -38,7 +38,14 @@ struct BudgetInput {
   std::optional<uint64_t> expert_cap; // an upper bound on the expert share
   bool cap_fixed = false;             // --cache-gb given: the share is exactly the cap, refused when it does not fit
   std::string flag = "--memory-gb";   // the budget's flag, for the messages
+  // Prefill passes: the activations of a pass (from config.json) and the positions a pass would
+  // cover at most (the planned positions, under --chunk); the plan gives the pass its size.
+  PassActivations activations;
+  int64_t pass_positions_wanted = 1;
 };
+
+// The most positions one pass takes whatever the budget (the CUDA attention kernel's grid limit).
+constexpr int64_t kMaxPassPositions = 65535;
 
 struct BudgetPlan {
   uint64_t budget = 0;
@@ -54,6 +61,9 @@ struct BudgetPlan {
   uint64_t spine_read_per_token = 0;
   uint64_t expert_read_per_token = 0;
   uint64_t read_per_token() const { return spine_read_per_token + expert_read_per_token; }
+  // The prefill pass: its positions and the activation bytes the plan counts for it.
+  int64_t pass_positions = 1;
+  uint64_t pass_activations = 0;
 
   // Two pools (plan_host): the budget above is the device's; the streamed units pass through
   // host memory, held there (host_held) where the host budget allows after its fixed share
@@ -81,8 +91,16 @@ std::vector<SpineUnit> spine_units(const ModelBytes& b);
 
 // Shares `in.budget`. Throws a one-line deltafin::Error starting with `what` (the model and the
 // budget: "DIR: --memory-gb 4") when the budget is below the minimum working set (the largest
-// unit, one expert, the state, working memory and others) or when a fixed expert share leaves
-// less than the largest unit for the spine.
+// unit, one expert, the state, working memory, a 1-position pass's activations and others) or
+// when a fixed expert share leaves less than the largest unit for the spine.
+//
+// The prefill pass is sized first: a pass reads the union of the experts its positions chose
+// and every streamed spine unit once, so a prompt in one pass reads each routed expert at most
+// once, and one in P passes up to P times. The pass covers pass_positions_wanted (the whole
+// planned prompt) when its activations fit in half of what the budget leaves beyond the
+// minimum working set with the experts' one layer's selection (top_k slots); else the most
+// positions whose activations fit that half (at least one). The other half stays with the
+// spine and the expert cache, which every decode step reads through.
 //
 // The spine comes first: a resident spine byte saves one byte read every pass, an expert-cache
 // byte saves top_k / experts of one (uniform use). So experts get one layer's selection (top_k

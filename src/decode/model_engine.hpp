@@ -58,6 +58,7 @@ struct MemoryInputs {
   uint64_t expert_slot = 0;  // one expert's buffer
   uint64_t all_experts = 0;  // every routed expert record at once
   int64_t top_k = 0;
+  int64_t pass_wanted = 1;   // positions a prefill pass would cover at most (the plan sizes it)
 };
 
 // Every expert in a slot of the pool at once (slots: the largest record, 4 KiB-aligned).
@@ -97,8 +98,10 @@ class ModelSession final : public Session {
   // K3-shaped bench model with a streamed spine (k3-public-bench/results/memory-budget-40-tokens.md).
   static constexpr int64_t kLazyReplay = 3;
 
-  ModelSession(typename F::Model& model, ExpertStore& store, const SpineStream* stream, int64_t chunk)
-      : model_(model), store_(store), stream_(stream), state_(F::new_state(model)), chunk_(chunk) {}
+  // pass: the plan's positions per pass; pass_all_logits: those whose activations and every
+  // row's logits fit what the plan counts for a pass.
+  ModelSession(typename F::Model& model, ExpertStore& store, const SpineStream* stream, int64_t pass, int64_t pass_all_logits)
+      : model_(model), store_(store), stream_(stream), state_(F::new_state(model)), chunk_(pass), chunk_all_logits_(pass_all_logits) {}
 
   std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) override {
     const int64_t vocab = F::vocab(model_.config());
@@ -117,7 +120,7 @@ class ModelSession final : public Session {
     // Rows of every fed position when all_logits (the replayed ones then dropped), else the last.
     std::vector<float> logits(all_logits ? total * vocab : vocab);
     for (int64_t done = 0; done < total;) {
-      const int64_t m = std::min(chunk_, total - done);
+      const int64_t m = std::min(all_logits ? chunk_all_logits_ : chunk_, total - done);
       const bool last = done + m == total;
       std::vector<float> ignored(all_logits || last ? 0 : vocab);
       float* dst = all_logits ? logits.data() + done * vocab : last ? logits.data() : ignored.data();
@@ -209,7 +212,7 @@ class ModelSession final : public Session {
   ExpertStore& store_;
   const SpineStream* stream_;  // nullptr: the spine is resident
   typename F::State state_;
-  int64_t chunk_;
+  int64_t chunk_, chunk_all_logits_;
   int64_t position_ = 0;
   std::vector<int32_t> history_;
   // K3 after a rewind: the recurrent state is at this position (< position_) and the next append
@@ -231,7 +234,8 @@ class ModelEngine final : public Engine {
         reader_(open_reader(o, *index_, experts_, expert_source_)),
         plan_(plan_memory(o,
                           {F::bytes(config_), planned_state_bytes(config_, planned_positions(o, config_)),
-                           expert_slot_bytes(*reader_, experts_), all_experts_bytes(*reader_, experts_), F::top_k(config_)},
+                           expert_slot_bytes(*reader_, experts_), all_experts_bytes(*reader_, experts_), F::top_k(config_),
+                           pass_positions_wanted(o, config_)},
                           backend_->memory_pools(), memory_source_, device_memory_source_)),
         store_(*backend_, *index_, experts_, *reader_, plan_.experts),
         stream_(plan_.spine_streamed
@@ -271,13 +275,23 @@ class ModelEngine final : public Engine {
   static int64_t planned_positions(const EngineOptions& o, const typename F::Config& c) {
     return F::context(c) > 0 ? std::min(o.positions, F::context(c)) : o.positions;
   }
+  // What a prefill pass would cover: the planned positions (none planned: the context, at most
+  // kMaxPassPositions), at most --chunk.
+  static int64_t pass_positions_wanted(const EngineOptions& o, const typename F::Config& c) {
+    const int64_t planned = planned_positions(o, c);
+    const int64_t whole = planned > 0 ? planned : F::context(c) > 0 ? F::context(c) : kMaxPassPositions;
+    return o.chunk > 0 ? std::min(o.chunk, whole) : whole;
+  }
   // The latent cache for `positions`, and the recurrent state once for the live state and (K3)
   // once per snapshot kept for rewinds.
   static uint64_t planned_state_bytes(const typename F::Config& c, int64_t positions) {
     return deltafin::planned_state_bytes(F::bytes(c), positions);
   }
 
-  std::unique_ptr<Session> new_session() override { return std::make_unique<ModelSession<F>>(model_, store_, stream_.get(), options_.chunk); }
+  std::unique_ptr<Session> new_session() override {
+    const int64_t all_logits = F::bytes(config_).activations.positions_within(plan_.pass_activations, plan_.pass_positions, true);
+    return std::make_unique<ModelSession<F>>(model_, store_, stream_.get(), plan_.pass_positions, all_logits);
+  }
 
   EngineStats stats() const override {
     const ExpertStoreStats s = store_.stats();
@@ -290,6 +304,8 @@ class ModelEngine final : public Engine {
     out.passes = p.passes, out.positions = p.positions;
     out.expert_runs = p.expert_runs, out.expert_selections = p.expert_selections;
     out.repeat_reads_in_pass = s.repeat_reads_in_pass;
+    out.union_expert_bytes = s.union_bytes;
+    out.activation_peak_bytes = p.scratch_peak;
     out.prefetch_reads = s.prefetch_reads;
     out.prefetch_used = s.prefetch_used;
     out.prefetch_bytes = s.prefetch_bytes;
@@ -323,10 +339,13 @@ class ModelEngine final : public Engine {
     summary_.expert_budget_bytes = store_.budget_bytes();
     summary_.working_bytes = working_reserve(b.spine);
     summary_.minimum_bytes = plan_.minimum;
+    summary_.pass_positions = plan_.pass_positions;
+    summary_.activation_bytes_per_position = b.activations.per_position();
+    summary_.pass_activation_bytes = plan_.pass_activations;
     // What another engine of the process counts for this one: the runtime's share of working
     // memory (the floor) is counted once, by that engine.
     summary_.footprint_bytes = plan_.spine_resident + plan_.window + store_.budget_bytes() + summary_.planned_state_bytes +
-                               std::min(summary_.working_bytes, b.spine / 4);
+                               plan_.pass_activations + std::min(summary_.working_bytes, b.spine / 4);
   }
 
   std::string usage_json() const override {

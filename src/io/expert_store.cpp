@@ -194,7 +194,7 @@ void ExpertStore::request(int64_t layer, std::span<const int32_t> experts, std::
   current_layer_ = layer;
   for (size_t i = 0; i < experts.size(); ++i) {
     const int32_t expert = experts[i];
-    ++usage_[layer][expert];
+    if (usage_[layer][expert]++ == 0) stats_.union_bytes += reader_.layout(layer, expert).payload;
     const Key k = key(layer, expert);
     if (i < first_positions.size()) first_position_[k] = first_positions[i];
     auto it = entries_.find(k);

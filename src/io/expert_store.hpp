@@ -65,6 +65,9 @@ struct ExpertStoreStats {
   uint64_t prefetch_bytes = 0;
   uint64_t prefetch_cancelled = 0;  // guesses their layer did not choose, dropped before they were read
   uint64_t repeat_reads_in_pass = 0;  // an expert read twice in one pass (must stay 0)
+  // The union: bytes of every distinct (layer, expert) requested so far, each record counted once
+  // (what reading each routed expert once would cost; the receipt's prefill ratio).
+  uint64_t union_bytes = 0;
   uint64_t cached_bytes = 0;        // now
   uint64_t peak_cached_bytes = 0;   // peak of all expert memory
   double wait_seconds = 0;          // time acquire() and acquire_next() waited for reads

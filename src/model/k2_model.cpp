@@ -141,6 +141,7 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
   project_logits(backend_, scratch_, lm_head_.weight, normed, all_logits, logits);
   ++stats_.passes;
   stats_.positions += n;
+  stats_.scratch_peak = scratch_.peak();
 }
 
 // --- the family -------------------------------------------------------------------------------

@@ -274,6 +274,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   project_logits(backend_, scratch_, lm_head_.weight, normed, all_logits, logits);
   ++stats_.passes;
   stats_.positions += n;
+  stats_.scratch_peak = scratch_.peak();
 }
 
 // --- the family -------------------------------------------------------------------------------

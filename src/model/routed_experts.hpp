@@ -27,6 +27,7 @@ struct PassStats {
   uint64_t expert_runs = 0;        // (layer, expert) pairs run, each once per pass
   uint64_t expert_selections = 0;  // (position, layer, slot) selections
   double spine_wait_seconds = 0;   // the compute thread waiting for streamed spine units (stream_wait.hpp)
+  uint64_t scratch_peak = 0;       // the scratch's high-water mark over the passes (backend/scratch.hpp)
 };
 
 // A layer's router: the gate matrix [experts, in] and the optional correction bias [1, experts].

@@ -189,6 +189,7 @@ ModelBytes k3_bytes_from_config(const K3Config& c) {
   const uint64_t mla = std::count(c.is_mla.begin(), c.is_mla.end(), true), kda = c.num_hidden_layers - mla;
   b.kv_per_position = mla * (c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
   b.recurrent_state = kda * (p * hd + 3 * (c.conv_kernel - 1) * p) * sizeof(float);
+  b.activations = k3_pass_activations(c);
   return b;
 }
 

@@ -242,6 +242,7 @@ ModelBytes k2_bytes_from_config(const ModelConfig& c) {
     b.parameters += params;
   }
   b.kv_per_position = static_cast<uint64_t>(c.num_hidden_layers) * (c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
+  b.activations = k2_pass_activations(c);
   return b;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/weight_format.hpp"
+#include "weights/pass_activations.hpp"
 
 namespace deltafin {
 
@@ -27,6 +28,8 @@ struct ModelBytes {
   uint64_t spine_embed = 0;
   std::vector<uint64_t> spine_layers;  // [num_hidden_layers]
   uint64_t spine_head = 0;
+  // The activations of a pass over n positions (weights/pass_activations.hpp).
+  PassActivations activations;
 };
 
 // Stored bytes of a [rows, cols] matrix in the formats checkpoints use (the table of

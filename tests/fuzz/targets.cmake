@@ -11,7 +11,8 @@ set(DELTAFIN_TEXT_SOURCES ${DELTAFIN_FUZZ_SRC}/text/hf_bpe_loader.cpp ${DELTAFIN
 deltafin_fuzzer(safetensors CORPUS corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/weights/safetensors.cpp ${DELTAFIN_FUZZ_SRC}/weights/dtype.cpp)
 deltafin_fuzzer(config CORPUS config-corpus
-                SOURCES ${DELTAFIN_FUZZ_SRC}/weights/model_config.cpp ${DELTAFIN_FUZZ_SRC}/weights/k3_config.cpp)
+                SOURCES ${DELTAFIN_FUZZ_SRC}/weights/model_config.cpp ${DELTAFIN_FUZZ_SRC}/weights/k3_config.cpp
+                        ${DELTAFIN_FUZZ_SRC}/weights/pass_activations.cpp)
 deltafin_fuzzer(placement CORPUS placement-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/weights/placement.cpp ${DELTAFIN_FUZZ_SRC}/weights/expert_record.cpp
                         ${DELTAFIN_FUZZ_SRC}/weights/dtype.cpp)

@@ -15,7 +15,7 @@ Generator::Generator(const std::string& model_dir, std::unique_ptr<Engine> engin
       chat_style_(detect_chat_style(*tokenizer_)),
       chat_stop_ids_(chat_stop_ids(chat_style_, *tokenizer_)),
       chunk_(std::max<int64_t>(chunk, 1)),
-      sessions_(*engine_, reuse_sessions) {}
+      sessions_(*engine_, reuse_sessions, engine_->summary().planned_state_bytes) {}
 
 std::vector<int32_t> Generator::chat_prompt(const std::vector<ChatMessage>& messages) const {
   return encode_segments(*tokenizer_, render_chat(chat_style_, messages, true));
@@ -28,7 +28,7 @@ GenerationResult Generator::generate(const GenerationInput& in, const TextSink& 
   GenerationResult r;
   r.prompt_tokens = static_cast<int64_t>(in.prompt.size());
   const auto t0 = Clock::now();
-  r.reused_tokens = sessions_.reuse(in.prompt);
+  r.reused_tokens = sessions_.take(in.prompt, r.prompt_tokens + in.max_tokens);
   Sampler sampler(in.sampler);
   GenerationRequest request;
   request.prompt = in.prompt;

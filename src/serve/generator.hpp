@@ -1,5 +1,5 @@
 // One generation on the server's engine, by the loop `deltafin run` uses (decode/generation.hpp):
-// the prompt prefilled (reusing the cached session's common prefix), the first token from the
+// the prompt prefilled (keeping a held session's common prefix, session_cache.hpp), the first token from the
 // prefill's logits, then speculative steps (greedy requests only: the drafter was built for
 // greedy decoding; sampled requests decode plainly), ending at a stop token, a stop string or
 // max_tokens. Text goes out UTF-8-safe, with text that could start a stop string held back, as
@@ -38,7 +38,7 @@ struct GenerationResult {
   std::vector<int32_t> ids;        // the generated ids (what the receipt hashes)
   std::string finish_reason;       // "stop", "length", or "cancelled" (stop_now said so)
   int64_t prompt_tokens = 0;
-  int64_t reused_tokens = 0;       // prompt positions kept from the previous request
+  int64_t reused_tokens = 0;       // prompt positions kept from a held session
   double first_token_seconds = 0;  // from the start of prefill to the first token
   double decode_seconds = 0;
   int64_t decode_passes = 0;
@@ -47,7 +47,8 @@ struct GenerationResult {
 class Generator {
  public:
   // drafter may be nullptr (a greedy one: sampled requests decode without it). reuse_sessions
-  // false: no prefix is kept between requests.
+  // false: no prefix is kept between requests. The held sessions share the engine's planned
+  // state (ModelSummary::planned_state_bytes).
   Generator(const std::string& model_dir, std::unique_ptr<Engine> engine, std::unique_ptr<Drafter> drafter, const SpeculativeOptions& speculative,
             int64_t chunk, bool reuse_sessions);
 
@@ -58,7 +59,7 @@ class Generator {
 
   const Engine& engine() const { return *engine_; }
   ChatStyle chat_style() const { return chat_style_; }
-  uint64_t state_bytes() const { return sessions_.session().state_bytes(); }
+  SessionCacheStats session_stats() const { return sessions_.stats(); }
 
  private:
   std::unique_ptr<Engine> engine_;

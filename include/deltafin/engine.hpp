@@ -3,6 +3,7 @@
 // extended and rewound. Callers never see tensors or kernels.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -155,6 +156,14 @@ class Session {
   // that only the forgotten positions of the last pass used go to the cold end of the cache.
   virtual void rewind(int64_t pos) = 0;
   virtual StorageReads storage_reads() const = 0;
+  // The state at position() as bytes (the latent KV cache rows 0..position()-1, K3's recurrent
+  // state and conv windows), behind a header of the family, shapes and positions
+  // (src/model/state_bytes.hpp). The values are this backend's: reloading is bit-identical within one backend.
+  virtual std::vector<std::byte> save_state() = 0;
+  // Makes this session hold `tokens` (position() == tokens.size()) with `state` saved by
+  // save_state() of a session of the same engine at that position. Throws deltafin::Error (one
+  // line) when the bytes do not fit this engine; the session is then unchanged.
+  virtual void load_state(std::span<const int32_t> tokens, std::span<const std::byte> state) = 0;
 };
 
 class Engine {
@@ -168,6 +177,10 @@ class Engine {
   virtual EngineStats stats() const = 0;
   // Requests per (layer, expert) so far, as usage-statistics JSON for `deltafin place --usage`.
   virtual std::string usage_json() const = 0;
+  // What a session's saved state (Session::save_state) depends on besides its tokens: the model,
+  // the backend and its kernels, the build (src/decode/state_fingerprint.hpp). Reads samples of
+  // the weight files; the prefix cache keys its entries by it.
+  virtual std::string state_fingerprint() const = 0;
 };
 
 }  // namespace deltafin

@@ -4,11 +4,14 @@
 // drafter is on: the target checks every guess, so the output is plain decoding's) and streamed
 // to stdout as UTF-8-safe text (or ids with --ids), by the generation loop serve shares
 // (decode/generation.hpp). Ctrl-C stops cleanly; --stats
-// (--stats=full: every counter) prints the receipt to stderr either way.
+// (--stats=full: every counter) prints the receipt to stderr either way. With --prefix-cache the
+// longest saved prefix of the prompt is loaded first and the state is saved after the prompt's
+// prefill (written while the answer decodes) and after the answer.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -16,6 +19,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/compute_starvation.hpp"
+#include "cli/prefix_cache_flags.hpp"
 #include "cli/progress.hpp"
 #include "decode/drafter.hpp"
 #include "decode/generation.hpp"
@@ -45,6 +49,7 @@ struct RunFlags {
   std::vector<std::string> stops;
   std::string draft = "auto", draft_model;
   SpeculativeOptions speculative;
+  PrefixCacheFlags prefix_cache;
 };
 
 std::string read_prompt_text(const RunFlags& f) {
@@ -99,6 +104,7 @@ int run(const RunFlags& f) {
   std::unique_ptr<OutputFile> stats_out, usage_out;
   if (!f.stats_json.empty()) stats_out = std::make_unique<OutputFile>(f.stats_json);
   if (!f.record_usage.empty()) usage_out = std::make_unique<OutputFile>(f.record_usage);
+  check_prefix_cache_flags(f.prefix_cache);
   const int64_t needed = static_cast<int64_t>(prompt.size()) + f.max_new;
   RunEngines engines = open_engines(f.engine, f.draft, f.draft_model, f.speculative.max_k, f.sampler, needed);
   std::unique_ptr<Engine>& engine = engines.target;
@@ -111,6 +117,7 @@ int run(const RunFlags& f) {
   if (engine->summary().eos_token_id >= 0) stop_ids.push_back(static_cast<int32_t>(engine->summary().eos_token_id));
   if (f.ignore_eos) stop_ids.clear();
   auto session = engine->new_session();
+  std::unique_ptr<PrefixCache> prefix_cache = open_prefix_cache(f.prefix_cache, *engine);
   g_interrupted = 0;
   std::signal(SIGINT, on_sigint);
 
@@ -131,6 +138,8 @@ int run(const RunFlags& f) {
   request.speculative = f.speculative;
   RunReport report;
   const auto t0 = Clock::now();
+  if (prefix_cache) request.held = report.prefix_hit = prefix_cache->restore(*session, prompt);
+  std::future<void> prompt_saved;  // the prompt's state, written while the answer decodes
   Progress progress("prefill", static_cast<int64_t>(prompt.size()));
   Clock::time_point t1;
   double cpu1 = 0;
@@ -138,6 +147,9 @@ int run(const RunFlags& f) {
   hooks.stop_now = [] { return g_interrupted != 0; };
   hooks.prefilled = [&](int64_t position) { progress.update(position); };
   hooks.decode_start = [&] {
+    if (prefix_cache && session->position() == static_cast<int64_t>(prompt.size()) && !prefix_cache->saved(prompt))
+      prompt_saved = std::async(std::launch::async,
+                                [&, state = session->save_state()] { prefix_cache->save(prompt, state); });
     progress.finish();
     t1 = Clock::now();
     cpu1 = thread_cpu_seconds();
@@ -156,6 +168,11 @@ int run(const RunFlags& f) {
   }
   const GenerationOutcome out = run_generation(*session, engine->summary().vocab_size, sampler, request, hooks);
   emit("\n");
+  if (prefix_cache) {
+    if (prompt_saved.valid()) prompt_saved.get();
+    prefix_cache->save(*session, std::span<const int32_t>(out.committed).first(static_cast<size_t>(session->position())));
+    report.prefix_cache = prefix_cache->stats();
+  }
   report.generated = out.generated;
   report.at_decode_end = engine->stats();
   const auto t2 = Clock::now();
@@ -225,6 +242,7 @@ Command register_run(CLI::App& app) {
                          [](std::string& s) { return s.empty() || s == "full" ? std::string() : std::string("--stats or --stats=full"); },
                          "", ""));
   sub->add_option("--stats-json", f->stats_json, "Write the receipt as JSON to this file");
+  add_prefix_cache_flags(*sub, f->prefix_cache);
   sub->add_option("--record-usage", f->record_usage,
                   "Write how often each expert was used to this file (input of `deltafin place --usage`)");
   return {sub, [f, p, stats] {

@@ -13,6 +13,7 @@
 
 #include "decode/host_engine.hpp"
 #include "decode/drafter.hpp"
+#include "decode/prefix_cache.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
 
@@ -73,6 +74,8 @@ struct RunReport {
   std::string drafter = "off";
   uint64_t state_bytes = 0;           // the target's KV cache and state at the end
   bool page_cache = false;            // --no-bypass: reads went through the page cache
+  int64_t prefix_hit = -1;            // --prefix-cache: prompt positions loaded from it (-1: no cache)
+  PrefixCacheStats prefix_cache;      // its counters at the end
 };
 
 // Prints the --stats receipt to stderr: what a user asks (speed, time to first token, disk reads,

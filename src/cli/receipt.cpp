@@ -93,6 +93,17 @@ std::string memory_line(const ModelSummary& m) {
   return text;
 }
 
+// --prefix-cache: what the prompt found, and what was written.
+std::string prefix_line(const RunReport& r) {
+  const PrefixCacheStats& p = r.prefix_cache;
+  std::string text = r.prefix_hit > 0 ? fmt::format("hit {} positions (not prefilled again)", r.prefix_hit)
+                                      : std::string("no saved prefix of this prompt");
+  text += fmt::format("; saved {} entr{} ({})", p.saves, p.saves == 1 ? "y" : "ies", human_bytes(p.bytes_written));
+  if (p.evictions > 0) text += fmt::format(", {} evicted for the budget", p.evictions);
+  if (p.ignored > 0) text += fmt::format("; {} damaged or foreign entr{} ignored", p.ignored, p.ignored == 1 ? "y" : "ies");
+  return text;
+}
+
 }  // namespace
 
 void print_receipt(const Engine& engine, const RunReport& r, bool full) {
@@ -101,6 +112,7 @@ void print_receipt(const Engine& engine, const RunReport& r, bool full) {
   std::fprintf(stderr, "--- deltafin receipt%s ---\n", full ? "" : " (--stats=full: every counter)");
   line("model", m.architecture + " on " + m.backend);
   line("prompt", prompt_line(r));
+  if (r.prefix_hit >= 0) line("prefix", prefix_line(r));
   line("answer", answer_line(r));
   if (r.drafter != "off") line("draft", draft_line(r));
   print_disk(s, r.page_cache, full);

@@ -12,6 +12,18 @@
 #include "util/memory.hpp"
 
 namespace deltafin::cli {
+namespace {
+
+// --prefix-cache's figures ("" without one).
+std::string prefix_cache_json(const RunReport& r) {
+  if (r.prefix_hit < 0) return "";
+  const PrefixCacheStats& p = r.prefix_cache;
+  return fmt::format("  \"prefix_cache\": {{\"hit_positions\": {}, \"hits\": {}, \"positions_saved\": {}, \"saves\": {}, "
+                     "\"bytes_written\": {}, \"evictions\": {}, \"ignored\": {}}},\n",
+                     r.prefix_hit, p.hits, p.positions_saved, p.saves, p.bytes_written, p.evictions, p.ignored);
+}
+
+}  // namespace
 
 std::string stats_json(const Engine& engine, const RunReport& r) {
   const EngineStats s = engine.stats();
@@ -48,7 +60,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       "  \"speculative\": {{\"drafter\": {}, \"steps\": {}, \"verify_passes\": {}, \"drafted\": {}, \"accepted\": {}, "
       "\"committed\": {}, \"probes\": {}, \"shadow_guesses\": {}, \"shadow_accepted\": {}, \"off\": {}, "
       "\"draft_seconds\": {:.6f}, \"decode_expert_runs\": {}, \"moe_layers\": {}}},\n"
-      "  \"ids_xxh3\": \"{:016x}\",\n  \"ids\": [{}]\n}}\n",
+      "{}  \"ids_xxh3\": \"{:016x}\",\n  \"ids\": [{}]\n}}\n",
       json_string(engine.summary().architecture), json_string(engine.summary().backend), r.prefill_tokens, r.prefill_seconds,
       r.at_decode_start.expert_bytes_read, r.decode_tokens, r.decode_passes, r.decode_seconds,
       s.expert_bytes_read - r.at_decode_start.expert_bytes_read, r.first_token_seconds, json_string(s.expert_source), s.expert_bytes_read,
@@ -66,7 +78,7 @@ std::string stats_json(const Engine& engine, const RunReport& r) {
       r.speculative.verify_passes, r.speculative.drafted, r.speculative.accepted, r.speculative.committed,
       r.speculative.probes, r.speculative.shadow_guesses, r.speculative.shadow_accepted, r.speculative.off,
       r.speculative.draft_seconds, s.expert_runs - r.at_decode_start.expert_runs,
-      engine.summary().moe_layers, ids_hash(r.generated), fmt::join(r.generated, ", "));
+      engine.summary().moe_layers, prefix_cache_json(r), ids_hash(r.generated), fmt::join(r.generated, ", "));
   return text;
 }
 

@@ -37,6 +37,7 @@
 #include "backend/backend.hpp"
 #include "decode/host_engine.hpp"
 #include "decode/memory_plan.hpp"
+#include "decode/state_fingerprint.hpp"
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
 #include "model/routed_experts.hpp"
@@ -180,6 +181,28 @@ class ModelSession final : public Session {
     history_.resize(pos);
   }
 
+  std::vector<std::byte> save_state() override {
+    if constexpr (F::kRecurrent) {
+      // After a rewind the recurrent state may lag position(): the pending replay runs first.
+      std::vector<float> ignored(F::vocab(model_.config()));
+      for (int64_t done = std::max<int64_t>(replay_from_, 0); replay_from_ >= 0 && done < position_;) {
+        const int64_t m = std::min(chunk_, position_ - done);
+        model_.forward(state_, history_.data() + done, m, done, ignored.data(), false);
+        done += m;
+      }
+      replay_from_ = -1;
+    }
+    return F::save_state(model_, state_, position_);
+  }
+
+  void load_state(std::span<const int32_t> tokens, std::span<const std::byte> state) override {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    F::load_state(model_, state_, n, state);  // checks the header before it changes anything
+    position_ = n;
+    history_.assign(tokens.begin(), tokens.end());
+    if constexpr (F::kRecurrent) replay_from_ = -1, snapshots_.clear();
+  }
+
  private:
   typename F::Model& model_;
   ExpertStore& store_;
@@ -307,6 +330,8 @@ class ModelEngine final : public Engine {
   std::string usage_json() const override {
     return deltafin::usage_json(model_fingerprint(experts_), hosts_ ? hosts_->usage() : store_.usage());
   }
+
+  std::string state_fingerprint() const override { return deltafin::state_fingerprint(*index_, experts_, *backend_); }
 
  private:
   EngineOptions options_;

@@ -8,6 +8,7 @@
 #include "model/family.hpp"
 #include "model/stream_wait.hpp"
 #include "model/rope.hpp"
+#include "model/state_bytes.hpp"
 
 namespace deltafin {
 namespace {
@@ -68,6 +69,22 @@ K2Model::K2Model(const WeightIndex& index, const ModelConfig& config, Backend& b
 
 LatentKvCache K2Model::new_cache() const {
   return LatentKvCache(backend_, config_.num_hidden_layers, config_.kv_lora_rank, config_.qk_rope_head_dim);
+}
+
+namespace {
+StateLayout k2_layout(const LatentKvCache& cache, int64_t positions) {
+  return {kK2StateFamily, cache.dims(), positions, static_cast<uint64_t>(positions) * cache.position_bytes()};
+}
+}  // namespace
+
+std::vector<std::byte> K2Model::save_state(const LatentKvCache& cache, int64_t positions) const {
+  std::vector<std::byte> out = state_bytes_head(k2_layout(cache, positions));
+  cache.save_rows(positions, out);
+  return out;
+}
+
+void K2Model::load_state(LatentKvCache& cache, int64_t positions, std::span<const std::byte> bytes) const {
+  cache.load_rows(positions, state_bytes_payload(bytes, k2_layout(cache, positions)).data());
 }
 
 void K2Model::moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& out) {

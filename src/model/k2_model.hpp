@@ -10,8 +10,10 @@
 // chunk's selections is acquired once and run once over all positions that chose it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,10 @@ class K2Model {
   uint64_t spine_bytes() const { return spine_bytes_; }
   const PassStats& stats() const { return stats_; }
   LatentKvCache new_cache() const;
+  // The cache at `positions` as bytes (model/state_bytes.hpp), and such bytes put back (throws
+  // deltafin::Error in one line when they do not fit this model; the cache is then unchanged).
+  std::vector<std::byte> save_state(const LatentKvCache& cache, int64_t positions) const;
+  void load_state(LatentKvCache& cache, int64_t positions, std::span<const std::byte> bytes) const;
   // Router lookahead prefetch with at most `byte_cap` bytes in flight (0: off, the default).
   void set_lookahead(uint64_t byte_cap) { lookahead_ = Lookahead(byte_cap); }
   // Who runs the routed experts (default: the store's experts on this backend); outlives the model.
@@ -98,6 +104,8 @@ struct K2Traits {
   static ExpertTable experts(const WeightIndex& index, const Config& c) { return k2_expert_table(index, c); }
   static State new_state(const Model& m) { return m.new_cache(); }
   static uint64_t state_bytes(const State& s) { return s.bytes(); }
+  static std::vector<std::byte> save_state(const Model& m, const State& s, int64_t n) { return m.save_state(s, n); }
+  static void load_state(const Model& m, State& s, int64_t n, std::span<const std::byte> b) { m.load_state(s, n, b); }
   static std::string name(const Config& c) { return c.model_type + " (DeepSeek-V3 architecture)"; }
   static int64_t vocab(const Config& c) { return c.vocab_size; }
   static int64_t eos(const Config& c) { return c.eos_token_id; }

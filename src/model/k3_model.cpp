@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/family.hpp"
+#include "model/state_bytes.hpp"
 #include "model/stream_wait.hpp"
 
 namespace deltafin {
@@ -132,6 +133,31 @@ void K3Model::restore_recurrent(K3State& state, const Buffer* saved) const {
   const Tensor all = Tensor::of(*state.recurrent, 1, static_cast<int64_t>(recurrent_bytes_ / 4));
   if (saved) backend_.copy(Tensor::of(const_cast<Buffer&>(*saved), 1, all.cols), all);
   else backend_.fill(all, 0.0f);
+}
+
+namespace {
+StateLayout k3_layout(const K3State& state, int64_t positions, uint64_t recurrent_bytes) {
+  std::vector<int64_t> dims = state.mla.dims();
+  dims.push_back(static_cast<int64_t>(recurrent_bytes));
+  return {kK3StateFamily, std::move(dims), positions, static_cast<uint64_t>(positions) * state.mla.position_bytes() + recurrent_bytes};
+}
+}  // namespace
+
+std::vector<std::byte> K3Model::save_state(const K3State& state, int64_t positions) const {
+  std::vector<std::byte> out = state_bytes_head(k3_layout(state, positions, recurrent_bytes_));
+  state.mla.save_rows(positions, out);
+  const size_t at = out.size();
+  out.resize(at + recurrent_bytes_);
+  if (recurrent_bytes_ > 0)
+    backend_.download(Tensor::of(*state.recurrent, 1, static_cast<int64_t>(recurrent_bytes_ / 4)), out.data() + at);
+  return out;
+}
+
+void K3Model::load_state(K3State& state, int64_t positions, std::span<const std::byte> bytes) const {
+  const std::span<const std::byte> payload = state_bytes_payload(bytes, k3_layout(state, positions, recurrent_bytes_));
+  const uint64_t rows = payload.size() - recurrent_bytes_;
+  state.mla.load_rows(positions, payload.data());
+  if (recurrent_bytes_ > 0) backend_.upload(payload.data() + rows, *state.recurrent, 0, recurrent_bytes_);
 }
 
 void K3Model::kda(int64_t layer, K3State& state, const Tensor& x, const Tensor& out) {

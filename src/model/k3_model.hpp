@@ -12,8 +12,10 @@
 // multi-token pass and restored to roll back.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <memory>
 #include <vector>
@@ -60,6 +62,11 @@ class K3Model {
   // A copy of the recurrent part, and putting one back (nullptr: the initial zeros).
   std::unique_ptr<Buffer> save_recurrent(const K3State& state) const;
   void restore_recurrent(K3State& state, const Buffer* saved) const;
+  // The state at `positions` as bytes (model/state_bytes.hpp: the MLA layers' latent rows, the
+  // recurrent buffer), and such bytes put back (throws deltafin::Error in one line when they do
+  // not fit this model; the state is then unchanged).
+  std::vector<std::byte> save_state(const K3State& state, int64_t positions) const;
+  void load_state(K3State& state, int64_t positions, std::span<const std::byte> bytes) const;
   // Router lookahead prefetch with at most `byte_cap` bytes in flight (0: off, the default).
   void set_lookahead(uint64_t byte_cap) { lookahead_ = Lookahead(byte_cap); }
   // Who runs the routed experts (default: the store's experts on this backend); outlives the model.
@@ -135,6 +142,8 @@ struct K3Traits {
   static ExpertTable experts(const WeightIndex& index, const Config& c) { return k3_expert_table(index, c); }
   static State new_state(const Model& m) { return m.new_state(); }
   static uint64_t state_bytes(const State& s) { return s.mla.bytes() + s.recurrent->bytes(); }
+  static std::vector<std::byte> save_state(const Model& m, const State& s, int64_t n) { return m.save_state(s, n); }
+  static void load_state(const Model& m, State& s, int64_t n, std::span<const std::byte> b) { m.load_state(s, n, b); }
   static std::string name(const Config&) { return "kimi_k3 (KDA + gated MLA hybrid)"; }
   static int64_t vocab(const Config& c) { return c.vocab_size; }
   static int64_t eos(const Config& c) { return c.eos_token_id; }

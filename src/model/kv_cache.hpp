@@ -2,12 +2,15 @@
 // the normalised latent c [capacity, kv_lora] and the shared key part k_pe [capacity, rope]
 // (576 floats a position for Kimi K2). Rewinding is setting the length: positions past it are
 // overwritten by the next pass, so the cache is never copied for a rewind. Capacity doubles as
-// it grows (new buffers, rows copied on the backend).
+// it grows (new buffers, rows copied on the backend). save_rows/load_rows copy rows [0, n) out
+// and back (Session::save_state, model/state_bytes.hpp).
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -44,6 +47,34 @@ class LatentKvCache {
     return static_cast<uint64_t>(kv_lora_ + rope_) * sizeof(float) * std::count(held_.begin(), held_.end(), true);
   }
   uint64_t bytes() const { return static_cast<uint64_t>(capacity_) * position_bytes(); }
+
+  // {layers, kv_lora, rope, layers holding a cache}: what saved rows must match.
+  std::vector<int64_t> dims() const {
+    return {static_cast<int64_t>(c_.size()), kv_lora_, rope_, static_cast<int64_t>(std::count(held_.begin(), held_.end(), true))};
+  }
+  // Rows [0, n) (n <= capacity) appended to `out`: per held layer c [n, kv_lora], then k_pe [n, rope].
+  void save_rows(int64_t n, std::vector<std::byte>& out) const {
+    for (size_t l = 0; l < c_.size() && n > 0; ++l) {
+      if (!held_[l]) continue;
+      for (auto [buffer, cols] : {std::pair{c_[l].get(), kv_lora_}, std::pair{pe_[l].get(), rope_}}) {
+        const size_t at = out.size();
+        out.resize(at + static_cast<size_t>(n * cols) * 4);
+        backend_->download(Tensor::of(*buffer, capacity_, cols).row_range(0, n), out.data() + at);
+      }
+    }
+  }
+  // Rows [0, n) from `rows` (n * position_bytes() bytes in save_rows' order), room made first.
+  void load_rows(int64_t n, const std::byte* rows) {
+    reserve(n);
+    for (size_t l = 0; l < c_.size() && n > 0; ++l) {
+      if (!held_[l]) continue;
+      for (auto [buffer, cols] : {std::pair{c_[l].get(), kv_lora_}, std::pair{pe_[l].get(), rope_}}) {
+        const uint64_t bytes = static_cast<uint64_t>(n * cols) * 4;
+        backend_->upload(rows, *buffer, 0, bytes);
+        rows += bytes;
+      }
+    }
+  }
 
  private:
   void grow(std::unique_ptr<Buffer>& buffer, int64_t cols, int64_t capacity) {

@@ -24,3 +24,5 @@ deltafin_fuzzer(encode CORPUS encode-corpus SOURCES ${DELTAFIN_TEXT_SOURCES} ${D
 deltafin_fuzzer(http_head CORPUS http-head-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/http_request_head.cpp)
 deltafin_fuzzer(request CORPUS request-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/request.cpp)
 deltafin_fuzzer(hosts_wire CORPUS hosts-wire-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/hosts/wire.cpp)
+deltafin_fuzzer(prefix_entry CORPUS prefix-entry-corpus
+                SOURCES ${DELTAFIN_FUZZ_SRC}/io/prefix_entry.cpp)

@@ -1,0 +1,70 @@
+// The engine's persistent prefix cache (see prefix_cache.hpp).
+#include "decode/prefix_cache.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "util/error.hpp"
+
+namespace deltafin {
+namespace {
+
+uint64_t budget_bytes(const std::string& dir, double gb) {
+  if (!(gb > 0) || !std::isfinite(gb) || gb > 1e9) fail("--prefix-cache-gb: must be a positive number of GB (got {}) for {}", gb, dir);
+  return static_cast<uint64_t>(gb * 1e9);
+}
+
+}  // namespace
+
+PrefixCache::PrefixCache(const std::string& dir, double gb, Engine& engine)
+    : store_(dir, budget_bytes(dir, gb), engine.state_fingerprint(), kPrefixStateFormat) {}
+
+int64_t PrefixCache::restore(Session& session, std::span<const int32_t> prompt) {
+  if (prompt.size() < 2) return 0;
+  std::lock_guard lock(mutex_);
+  std::optional<PrefixHit> hit = store_.longest_prefix(prompt.first(prompt.size() - 1));
+  if (!hit) return 0;
+  try {
+    session.load_state(prompt.first(hit->positions), hit->state());
+  } catch (const Error& e) {  // a checksummed entry of this fingerprint: only another engine build writes such
+    spdlog::warn("prefix cache: {}: {}; ignored", hit->path, e.what());
+    ++stats_.ignored;  // the store's own are added in stats()
+    return 0;
+  }
+  ++stats_.hits;
+  stats_.positions_saved += hit->positions;
+  return static_cast<int64_t>(hit->positions);
+}
+
+bool PrefixCache::saved(std::span<const int32_t> held) {
+  std::lock_guard lock(mutex_);
+  return store_.touch(held);
+}
+
+void PrefixCache::save(Session& session, std::span<const int32_t> held) {
+  if (static_cast<int64_t>(held.size()) != session.position())
+    fail("prefix cache: {} tokens given for a session at position {}", held.size(), session.position());
+  if (held.empty() || saved(held)) return;
+  const std::vector<std::byte> state = session.save_state();
+  save(held, state);
+}
+
+void PrefixCache::save(std::span<const int32_t> held, std::span<const std::byte> state) {
+  std::lock_guard lock(mutex_);
+  try {
+    if (store_.put(held, state)) ++stats_.saves, stats_.bytes_written += state.size();
+  } catch (const Error& e) {  // a full disk, say: the output does not depend on the cache
+    spdlog::warn("{}; the state was not saved", e.what());
+  }
+}
+
+PrefixCacheStats PrefixCache::stats() const {
+  std::lock_guard lock(mutex_);
+  PrefixCacheStats s = stats_;
+  s.evictions = store_.counts().evictions;
+  s.ignored += store_.counts().ignored;
+  return s;
+}
+
+}  // namespace deltafin

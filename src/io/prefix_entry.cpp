@@ -1,0 +1,86 @@
+// The prefix cache's entry bytes (see prefix_entry.hpp).
+#include "io/prefix_entry.hpp"
+
+#include <xxhash.h>
+
+#include <bit>
+#include <cstring>
+
+#include "util/error.hpp"
+
+namespace deltafin {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "prefix cache entries are little-endian");
+
+constexpr char kMagic[8] = {'D', 'F', 'P', 'R', 'E', 'F', 'X', '1'};
+
+template <typename T>
+void put_value(std::vector<std::byte>& out, T value) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &value, sizeof(T));
+}
+
+template <typename T>
+T get_value(std::span<const std::byte> bytes, size_t at) {
+  T value;
+  std::memcpy(&value, bytes.data() + at, sizeof(T));
+  return value;
+}
+
+}  // namespace
+
+std::vector<std::byte> prefix_entry_head(uint32_t format_version, const std::string& fingerprint,
+                                         std::span<const int32_t> tokens, uint64_t payload_bytes) {
+  if (fingerprint.size() > kPrefixEntryMaxFingerprint)
+    fail("prefix cache: model fingerprint of {} bytes (at most {})", fingerprint.size(), kPrefixEntryMaxFingerprint);
+  std::vector<std::byte> out;
+  out.reserve(kPrefixEntryHeaderBytes + fingerprint.size() + tokens.size_bytes());
+  const auto* magic = reinterpret_cast<const std::byte*>(kMagic);
+  out.insert(out.end(), magic, magic + sizeof(kMagic));
+  put_value<uint32_t>(out, format_version);
+  put_value<uint32_t>(out, static_cast<uint32_t>(fingerprint.size()));
+  put_value<uint64_t>(out, tokens.size());
+  put_value<uint64_t>(out, payload_bytes);
+  const auto* fp = reinterpret_cast<const std::byte*>(fingerprint.data());
+  out.insert(out.end(), fp, fp + fingerprint.size());
+  const auto* ids = reinterpret_cast<const std::byte*>(tokens.data());
+  out.insert(out.end(), ids, ids + tokens.size_bytes());
+  return out;
+}
+
+uint64_t prefix_entry_file_bytes(const std::string& fingerprint, size_t token_count, uint64_t payload_bytes) {
+  return kPrefixEntryHeaderBytes + fingerprint.size() + token_count * sizeof(int32_t) + payload_bytes +
+         kPrefixEntryChecksumBytes;
+}
+
+PrefixEntry parse_prefix_entry(std::span<const std::byte> file) {
+  if (file.size() < kPrefixEntryHeaderBytes + kPrefixEntryChecksumBytes)
+    fail("truncated ({} bytes, less than a header)", file.size());
+  if (std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0) fail("not a prefix cache entry (bad magic)");
+  PrefixEntry entry;
+  entry.format_version = get_value<uint32_t>(file, 8);
+  const uint32_t fingerprint_bytes = get_value<uint32_t>(file, 12);
+  const uint64_t token_count = get_value<uint64_t>(file, 16);
+  const uint64_t payload_bytes = get_value<uint64_t>(file, 24);
+  // Each length is bounded by the file's size before any sum, so nothing overflows.
+  const uint64_t room = file.size() - kPrefixEntryHeaderBytes - kPrefixEntryChecksumBytes;
+  if (fingerprint_bytes > kPrefixEntryMaxFingerprint || fingerprint_bytes > room || token_count > room / sizeof(int32_t) ||
+      payload_bytes > room || fingerprint_bytes + token_count * sizeof(int32_t) + payload_bytes != room)
+    fail("truncated or damaged: {} bytes where the header's lengths (fingerprint {}, {} tokens, payload {}) say otherwise",
+         file.size(), fingerprint_bytes, token_count, payload_bytes);
+  const size_t body = file.size() - kPrefixEntryChecksumBytes;
+  if (XXH3_64bits(file.data(), body) != get_value<uint64_t>(file, body)) fail("checksum mismatch");
+  size_t at = kPrefixEntryHeaderBytes;
+  entry.fingerprint.assign(reinterpret_cast<const char*>(file.data() + at), fingerprint_bytes);
+  at += fingerprint_bytes;
+  entry.tokens.resize(token_count);
+  std::memcpy(entry.tokens.data(), file.data() + at, token_count * sizeof(int32_t));
+  at += token_count * sizeof(int32_t);
+  entry.payload = file.subspan(at, payload_bytes);
+  entry.payload_offset = at;
+  return entry;
+}
+
+}  // namespace deltafin

@@ -59,6 +59,9 @@ struct ModelSummary {
   int64_t context_length = 0;   // max_position_embeddings; 0: not stated
   uint64_t spine_bytes = 0;     // resident weights (streamed spine units not counted)
   uint64_t state_bytes_per_position = 0;  // KV/latent cache a position adds (with rewind snapshots)
+  // A session's state is append-only (K2's latent cache): a rewind recomputes nothing. False
+  // with a recurrent state (K3), where a rewind past its snapshots replays from the start.
+  bool append_only_state = false;
   uint64_t planned_state_bytes = 0;       // KV cache and state for EngineOptions::positions
   uint64_t routed_expert_bytes = 0;       // every routed expert record (what a budget beyond it cannot use)
   int64_t moe_layers = 0;       // layers with routed experts

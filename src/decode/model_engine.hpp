@@ -244,6 +244,7 @@ class ModelEngine final : public Engine {
     summary_.context_length = F::context(config_);
     summary_.spine_bytes = model_.spine_bytes() - (stream_ ? stream_->streamed_bytes() : 0);  // resident
     summary_.state_bytes_per_position = planned_state_bytes(config_, 1) - planned_state_bytes(config_, 0);
+    summary_.append_only_state = !F::kRecurrent;
     summary_.planned_state_bytes = planned_state_bytes(config_, planned_positions(o, config_));
     summary_.routed_expert_bytes = store_.total_expert_bytes();
     for (int64_t l = 0; l < experts_.layers(); ++l) summary_.moe_layers += experts_.has(l) ? 1 : 0;

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "util/error.hpp"
@@ -18,12 +19,15 @@ uint64_t budget_bytes(const std::string& dir, double gb) {
 }  // namespace
 
 PrefixCache::PrefixCache(const std::string& dir, double gb, Engine& engine)
-    : store_(dir, budget_bytes(dir, gb), engine.state_fingerprint(), kPrefixStateFormat) {}
+    : store_(dir, budget_bytes(dir, gb), engine.state_fingerprint(), kPrefixStateFormat),
+      append_only_(engine.summary().append_only_state) {}
 
 int64_t PrefixCache::restore(Session& session, std::span<const int32_t> prompt) {
   if (prompt.size() < 2) return 0;
   std::lock_guard lock(mutex_);
-  std::optional<PrefixHit> hit = store_.longest_prefix(prompt.first(prompt.size() - 1));
+  // An entry of the whole prompt serves all but its last position when the state is append-only
+  // (K2: loaded, then rewound by one); else the longest shorter one is needed.
+  std::optional<PrefixHit> hit = store_.longest_prefix(append_only_ ? prompt : prompt.first(prompt.size() - 1));
   if (!hit) return 0;
   try {
     session.load_state(prompt.first(hit->positions), hit->state());
@@ -32,9 +36,11 @@ int64_t PrefixCache::restore(Session& session, std::span<const int32_t> prompt) 
     ++stats_.ignored;  // the store's own are added in stats()
     return 0;
   }
+  const int64_t positions = std::min<int64_t>(static_cast<int64_t>(hit->positions), static_cast<int64_t>(prompt.size()) - 1);
+  if (positions < session.position()) session.rewind(positions);
   ++stats_.hits;
-  stats_.positions_saved += hit->positions;
-  return static_cast<int64_t>(hit->positions);
+  stats_.positions_saved += static_cast<uint64_t>(positions);
+  return positions;
 }
 
 bool PrefixCache::saved(std::span<const int32_t> held) {

@@ -5,15 +5,18 @@
 // build) with kPrefixStateFormat, so an entry is only ever loaded by an engine that would have
 // computed the same bits.
 //   restore  the longest saved prefix of a prompt that is shorter than the prompt (the last
-//            token's logits come from a pass), loaded into the session; an entry the session
-//            refuses is passed over with one warning.
+//            token's logits come from a pass), loaded into the session; an entry of the whole
+//            prompt serves all but its last position where the state is append-only (K2: loaded,
+//            then rewound by one position), so running one prompt again hits. An entry the
+//            session refuses is passed over with one warning.
 //   save     the session's state under the tokens it holds (an entry of the same tokens is only
 //            marked recently used).
-// Only entries whose tokens are a whole prefix of the prompt serve it. A K2 entry that shares
-// only part of its tokens with the prompt could serve that part (its latent cache is append-only),
-// a K3 one never (its recurrent state is only valid at its own length); finding such entries
-// would read every entry's tokens on each restore, and run and serve save at the end of each
-// prompt, where the next turn's prompt continues, so it is not done.
+// Only entries whose tokens are a prefix of the prompt (or the whole of it) serve it. A K2 entry
+// that shares only part of its tokens with the prompt could serve that part, a K3 one never (its
+// recurrent state is only valid at its own length); finding such entries would read every
+// entry's tokens on each restore, and run and serve save at the end of each prompt and answer,
+// where the next turn's prompt continues, so it is not done. For K3 an exact repeat of a prompt
+// finds no entry shorter than it unless an earlier prompt or answer ended there.
 // Thread-safe: one lock around the store (serve's sessions share one cache).
 #pragma once
 
@@ -68,6 +71,7 @@ class PrefixCache {
  private:
   mutable std::mutex mutex_;
   PrefixStore store_;
+  bool append_only_;  // the engine's sessions rewind freely (K2): a whole-prompt entry serves
   PrefixCacheStats stats_;
 };
 

@@ -13,14 +13,18 @@ sending the request to the first streamed chunk with content, and read from the 
 Arms, each on a fresh server (--port 0), the conversation run --repeat times per arm:
   no-reuse      --no-session-reuse: every prompt prefilled from position 0
   sessions      the default: held sessions, each agent keeps its prefix in memory
-  prefix-cache  --prefix-cache DIR: the conversation run once on a server (which saves to DIR),
-                then timed on a restarted server that finds the prefixes on disk (only where
-                the binary has --prefix-cache)
-Every arm's replies must be identical, turn by turn and repeat by repeat (exit 1 otherwise).
+  prefix-cache  --prefix-cache DIR (empty at the start) and a --ctx-size that plans the state of
+                one conversation only: the other agent's session is dropped to the disk cache at
+                each turn and restored from it at its next one
+  restarted     --prefix-cache DIR (empty at the start) with the server restarted before every
+                turn: each turn finds its prefix on disk, on a server that reads its experts cold
+The last two only where the binary has --prefix-cache; no-reuse runs first (its longest prompt
+sizes prefix-cache's --ctx-size). Every arm's replies must be identical, turn by turn and repeat
+by repeat (exit 1 otherwise).
 Prints a JSON line per turn and a Markdown table (--markdown FILE appends it).
 
-  agent_bench.py --binary build/deltafin --model DIR [--arms no-reuse,sessions,prefix-cache]
-                 [--turns 6] [--tools 24] [--reply-tokens 16] [--repeat 3] [--server-flag=--ctx-size=16384 ...]
+  agent_bench.py --binary build/deltafin --model DIR [--arms no-reuse,sessions,prefix-cache,restarted]
+                 [--turns 6] [--tools 6] [--reply-tokens 16] [--repeat 3] [--server-flag=--ctx-size=16384 ...]
 """
 import argparse
 import http.client
@@ -35,6 +39,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MEMORY_HITS = 'deltafin_prefix_hits_total{source="memory"}'
+DISK_HITS = 'deltafin_prefix_hits_total{source="disk"}'
 
 TOOL_VERBS = ["read", "write", "list", "search", "run", "diff", "patch", "fetch", "open", "close", "rename", "delete"]
 TOOL_NOUNS = ["file", "directory", "test", "commit", "branch", "issue", "log", "process", "symbol", "config"]
@@ -61,7 +67,7 @@ def system_prompt(tools):
 def tool_result(agent, step):
     """The tool output and the next instruction an agent's framework sends after its reply."""
     lines = "\n".join(f"{agent.lower()}/src/module_{step}_{k}.py: {k * 17 + step} lines, last changed {k + step} days ago"
-                      for k in range(12))
+                      for k in range(6))
     return f"Tool result (agent {agent}, step {step}):\n{lines}\nContinue with the next step of the task."
 
 
@@ -118,16 +124,47 @@ class Server:
             first = time.perf_counter() - start
         return text, first, usage
 
-    def metric(self, name, labels=""):
+    def metric(self, name):
         conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
         conn.request("GET", "/metrics")
         text = conn.getresponse().read().decode()
         conn.close()
-        match = re.search(r"^" + re.escape(name + labels) + r" (\S+)$", text, re.M)
+        match = re.search(r"^" + re.escape(name) + r" (\S+)$", text, re.M)
         return float(match.group(1)) if match else None
 
 
-def conversation(server, args):
+class Arm:
+    """Starts the arm's server(s): one for the whole conversation, or (restarted) one per turn."""
+
+    def __init__(self, name, args, cache_dir, one_session_ctx):
+        self.args, self.restart = args, name == "restarted"
+        flags = [f for f in args.server_flag]
+        if name == "no-reuse":
+            flags.append("--no-session-reuse")
+        if name in ("prefix-cache", "restarted"):
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            flags += ["--prefix-cache", cache_dir]
+        if name == "prefix-cache":  # room in the plan for one conversation's state
+            flags = [f for i, f in enumerate(flags) if f != "--ctx-size" and (i == 0 or flags[i - 1] != "--ctx-size")]
+            flags += ["--ctx-size", str(one_session_ctx)]
+        self.flags, self.server, self.counters = flags, None, {}
+
+    def chat(self, messages, max_tokens):
+        if self.server is None or self.restart:
+            self.stop()
+            self.server = Server(self.args.binary, self.args.model, self.flags)
+        reply, first, usage = self.server.chat(messages, max_tokens)
+        return reply, first, usage, self.server.metric("deltafin_first_token_seconds")
+
+    def stop(self):
+        if self.server:
+            for key in ("deltafin_sessions_dropped_total", MEMORY_HITS, DISK_HITS):
+                self.counters[key] = self.counters.get(key, 0) + (self.server.metric(key) or 0)
+            self.server.stop()
+            self.server = None
+
+
+def conversation(arm, args):
     """Runs the scripted turns; returns one row per turn."""
     system = system_prompt(args.tools)
     histories = {a: [{"role": "system", "content": system}, {"role": "user", "content": task(a)}] for a in "AB"}
@@ -137,41 +174,21 @@ def conversation(server, args):
         agent = "AB"[t % 2]
         steps[agent] += 1
         messages = histories[agent]
-        reply, first, usage = server.chat(messages, args.reply_tokens)
-        rows.append({"turn": f"{agent}{steps[agent]}", "ttft": first, "server_ttft": server.metric("deltafin_first_token_seconds"),
+        reply, first, usage, server_first = arm.chat(messages, args.reply_tokens)
+        rows.append({"turn": f"{agent}{steps[agent]}", "ttft": first, "server_ttft": server_first,
                      "prompt": usage["prompt_tokens"], "cached": usage["prompt_tokens_details"]["cached_tokens"],
                      "reply": reply})
         messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": tool_result(agent, steps[agent])}]
     return rows
 
 
-def run_arm(arm, args, cache_dir):
-    if arm == "no-reuse":
-        flags = ["--no-session-reuse"]
-    elif arm == "sessions":
-        flags = []
-    else:
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        flags = ["--prefix-cache", cache_dir]
-    flags = flags + args.server_flag
-    if arm == "prefix-cache":  # the first server fills the cache; the restarted one is timed
-        warm = Server(args.binary, args.model, flags)
-        try:
-            warm_rows = conversation(warm, args)
-        finally:
-            warm.stop()
-    server = Server(args.binary, args.model, flags)
+def run_arm(name, args, cache_dir, one_session_ctx):
+    arm = Arm(name, args, cache_dir, one_session_ctx)
     try:
-        rows = conversation(server, args)
-        disk = server.metric("deltafin_prefix_positions_saved_total", '{source="disk"}')
+        rows = conversation(arm, args)
     finally:
-        server.stop()
-    if arm == "prefix-cache":
-        for w, r in zip(warm_rows, rows):
-            r["warm_reply"] = w["reply"]
-        for r in rows:
-            r["disk_positions"] = disk
-    return rows
+        arm.stop()
+    return rows, arm.counters
 
 
 def has_prefix_cache(binary):
@@ -184,9 +201,9 @@ def main():
     parser.add_argument("--binary", default=os.path.join(ROOT, "build/deltafin"))
     parser.add_argument("--model", default=os.path.join(ROOT, "models/default"))
     parser.add_argument("--label", default="", help="the model's name in the table")
-    parser.add_argument("--arms", default="no-reuse,sessions,prefix-cache")
+    parser.add_argument("--arms", default="no-reuse,sessions,prefix-cache,restarted")
     parser.add_argument("--turns", type=int, default=6)
-    parser.add_argument("--tools", type=int, default=24)
+    parser.add_argument("--tools", type=int, default=6)
     parser.add_argument("--reply-tokens", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--server-flag", action="append", default=[], help="passed to serve (repeatable; --x=y is split)")
@@ -194,20 +211,30 @@ def main():
     args = parser.parse_args()
     args.server_flag = [p for f in args.server_flag for p in f.split("=", 1)]
     arms = [a for a in args.arms.split(",") if a]
+    known = ["no-reuse", "sessions", "prefix-cache", "restarted"]
     for a in arms:
-        if a not in ("no-reuse", "sessions", "prefix-cache"):
-            sys.exit(f"agent_bench: --arms: unknown arm '{a}' (no-reuse, sessions, prefix-cache)")
-    if "prefix-cache" in arms and not has_prefix_cache(args.binary):
-        print("agent_bench: this binary has no --prefix-cache: that arm is skipped", file=sys.stderr)
-        arms.remove("prefix-cache")
+        if a not in known:
+            sys.exit(f"agent_bench: --arms: unknown arm '{a}' ({', '.join(known)})")
+    arms = [a for a in known if a in arms]  # no-reuse first: its prompts size prefix-cache's --ctx-size
+    if not has_prefix_cache(args.binary):
+        for a in ("prefix-cache", "restarted"):
+            if a in arms:
+                print(f"agent_bench: this binary has no --prefix-cache: the {a} arm is skipped", file=sys.stderr)
+                arms.remove(a)
 
     cache_dir = tempfile.mkdtemp(prefix="deltafin-agent-bench-cache-")
     results = {a: [] for a in arms}  # arm -> [rows of each repeat]
+    counters = {a: {} for a in arms}  # arm -> summed /metrics counters
+    one_session_ctx = 8192
     try:
         for r in range(args.repeat):  # the arms interleaved, so that a drift of the machine falls on each
             for arm in arms:
-                rows = run_arm(arm, args, cache_dir)
+                rows, seen = run_arm(arm, args, cache_dir, one_session_ctx)
                 results[arm].append(rows)
+                for k, v in seen.items():
+                    counters[arm][k] = counters[arm].get(k, 0) + v
+                if r == 0 and arm == arms[0]:
+                    one_session_ctx = max(row["prompt"] for row in rows) + args.reply_tokens + 8
                 for row in rows:
                     print(json.dumps({"arm": arm, "repeat": r, **{k: v for k, v in row.items() if "reply" not in k}}), flush=True)
     finally:
@@ -218,10 +245,9 @@ def main():
     for arm in arms:
         for r, rows in enumerate(results[arm]):
             for t, row in enumerate(rows):
-                for key in ("reply", "warm_reply"):
-                    if key in row and row[key] != reference[t]:
-                        sys.exit(f"agent_bench: {arm}, repeat {r}, turn {row['turn']}: the reply differs from "
-                                 f"{arms[0]}'s: {row[key]!r} vs {reference[t]!r}")
+                if row["reply"] != reference[t]:
+                    sys.exit(f"agent_bench: {arm}, repeat {r}, turn {row['turn']}: the reply differs from "
+                             f"{arms[0]}'s: {row['reply']!r} vs {reference[t]!r}")
 
     turns = [row["turn"] for row in results[arms[0]][0]]
     label = args.label or os.path.basename(os.path.normpath(args.model))
@@ -238,6 +264,14 @@ def main():
             cells.append(f"{1e3 * ttft:.0f} ({row['prompt']}/{row['cached']})")
         total = statistics.median(sum(row["ttft"] for row in rows) for rows in results[arm])
         lines.append(f"| {arm} | " + " | ".join(cells) + f" | {1e3 * total:.0f} |")
+    def per_run(arm, key):
+        return counters[arm].get(key, 0) / args.repeat
+
+    kept = "; ".join(f"{arm}: {per_run(arm, MEMORY_HITS):.1f} from memory, {per_run(arm, DISK_HITS):.1f} from disk, "
+                     f"{per_run(arm, 'deltafin_sessions_dropped_total'):.1f} sessions dropped" for arm in arms)
+    lines += ["", f"Prefixes kept per conversation (/metrics, mean over the repeats): {kept}."]
+    if "prefix-cache" in arms:
+        lines += ["", f"prefix-cache ran with `--ctx-size {one_session_ctx}` (the longest prompt and its reply)."]
     lines += ["", "Prefill and first token at the server (deltafin_first_token_seconds), median ms:", "",
               "| arm | " + " | ".join(turns) + " |", "|---|" + "---|" * len(turns)]
     for arm in arms:

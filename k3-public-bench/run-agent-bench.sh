@@ -2,8 +2,9 @@
 # The multi-turn agent benchmark (issue 36): two agents sharing a long system prompt with a tool
 # list take six turns, interleaved, against `deltafin serve` (k3-public-bench/agent_bench.py);
 # time to first token per turn with every prompt prefilled from the start (--no-session-reuse),
-# with held sessions (the default), and with --prefix-cache across a server restart (where the
-# binary has it). Greedy; replies identical across arms or it fails. On
+# with held sessions (the default), with --prefix-cache and room in memory for one conversation
+# (the other goes through the disk cache), and with --prefix-cache on a server restarted before
+# every turn. Greedy; replies identical across arms or it fails. On
 #   - the bundled model (models/default), and
 #   - the synthetic K3-shaped bench model (tools/make_synthetic_k3.py --preset bench, with the
 #     bundled model's vocabulary, 4,096, and its tokenizer copied in, so that the server can
@@ -20,8 +21,10 @@ out=$root/k3-public-bench/results/agent-bench.md
 # Per model: tools in the system prompt, reply tokens, serve flags. The K3-shaped model's state
 # (latent cache of its MLA layers, KDA state with rewind snapshots) is larger per session: a
 # --ctx-size of 32768 plans the state share that two conversations of this length are held in.
-default_args="--tools 40 --reply-tokens 24"
-k3_args="--tools 12 --reply-tokens 8 --server-flag=--ctx-size=32768"
+# Its prefill runs at tens of tokens a second on 2 cores: a shorter system prompt keeps the run
+# within minutes.
+default_args="--tools 6 --reply-tokens 24"
+k3_args="--tools 1 --reply-tokens 8 --server-flag=--ctx-size=32768"
 while [ $# -gt 0 ]; do
   case $1 in
     --repeat) repeat=$2; shift 2 ;;
@@ -46,9 +49,11 @@ py=python3
   echo "sending a request to its first chunk with content, at the client). Turn A2 is agent A's second turn; each"
   echo "agent's turn after its first sends its whole history. Arms: no-reuse = \`--no-session-reuse\` (every"
   echo "prompt prefilled from position 0); sessions = the default (each agent's session held in memory);"
-  echo "prefix-cache = \`--prefix-cache DIR\`, timed on a restarted server after a first one filled DIR."
-  echo "Medians of $repeat runs, the arms interleaved; each run on a fresh server (its first turn reads the"
-  echo "experts cold)."
+  echo "prefix-cache = \`--prefix-cache DIR\` (empty at the start) with a \`--ctx-size\` that plans the state of"
+  echo "one conversation, so that each agent's session is dropped to DIR and restored from it at its next turn;"
+  echo "restarted = \`--prefix-cache DIR\` (empty at the start) on a server restarted before every turn (each"
+  echo "turn also reads its experts cold). Medians of $repeat runs, the arms interleaved; each run on a fresh"
+  echo "server (its first turn reads the experts cold)."
   echo
 } > "$out.tmp"
 

@@ -1,19 +1,24 @@
 // deltafin serve's parts below HTTP: request validation names the field at fault; the session
 // cache's reuse (rewind to the common prefix, prefill the rest) gives bit-identical logits to a
 // fresh prefill on K2 (append-only latent cache) and K3 (recurrent state restored by replay),
-// two interleaved conversations each keep their own session, and sessions beyond the state
-// budget are dropped least recently used; the admission line holds one generation and a
-// bounded number of waiters.
+// two interleaved conversations each keep their own session, sessions beyond the state budget
+// are dropped least recently used, and a dropped one is saved to the prefix cache and restored
+// from it with the same logits; the admission line holds one generation and a bounded number of
+// waiters.
 #include <catch2/catch.hpp>
 
 #include <deltafin/engine.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <numeric>
 #include <thread>
 
 #include "decode/generation.hpp"
+#include "decode/prefix_cache.hpp"
 #include "serve/admission.hpp"
 #include "serve/api_error.hpp"
 #include "serve/request.hpp"
@@ -234,6 +239,35 @@ TEST_CASE("serve session cache: sessions beyond the planned state are dropped le
   CHECK(kept == 42);
   CHECK(cache.stats().sessions == 1);
   CHECK(cache.stats().dropped == 3);
+}
+
+TEST_CASE("serve session cache: a dropped session is saved to the prefix cache and restored from it", "[serve]") {
+  for (const std::string name : {"k2_tiny", "k3_tiny"}) {
+    INFO(name);
+    auto engine = tiny_engine(name);
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("deltafin-serve-prefix-" + std::to_string(::getpid()) + "-" + name);
+    std::filesystem::remove_all(dir);
+    {
+      PrefixCache disk(dir.string(), 1.0, *engine);
+      SessionCache cache(*engine, true, 1, &disk);  // room for the running session only: the other is dropped
+      const std::vector<int32_t> a1 = run_of(5, 30), ra = run_of(120, 5), b1 = run_of(60, 20);
+      const std::vector<int32_t> a2 = joined(joined(a1, ra), run_of(200, 9));
+      int64_t kept = -1;
+      turn(cache, a1, ra, kept);
+      turn(cache, b1, {}, kept);  // a is dropped (it was saved after its turn)
+      CHECK(kept == 0);
+      CHECK(cache.stats().dropped == 1);
+      const std::vector<float> restored = prefill(cache, a2, kept);
+      CHECK(kept == static_cast<int64_t>(a1.size() + ra.size()));
+      CHECK(cache.stats().disk_stats.hits == 1);
+      CHECK(cache.stats().disk_stats.positions_saved == a1.size() + ra.size());
+      CHECK(cache.stats().hits == 0);  // (none in memory)
+      SessionCache fresh(*engine, false, engine->summary().planned_state_bytes);
+      CHECK(prefill(fresh, a2, kept) == restored);
+    }
+    std::filesystem::remove_all(dir);
+  }
 }
 
 TEST_CASE("serve admission: one runs, max_waiting wait in arrival order, the rest are refused", "[serve]") {

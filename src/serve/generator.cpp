@@ -7,7 +7,8 @@
 namespace deltafin::serve {
 
 Generator::Generator(const std::string& model_dir, std::unique_ptr<Engine> engine, std::unique_ptr<Drafter> drafter,
-                     const SpeculativeOptions& speculative, int64_t chunk, bool reuse_sessions)
+                     const SpeculativeOptions& speculative, int64_t chunk, bool reuse_sessions,
+                     std::unique_ptr<PrefixCache> prefix_cache)
     : engine_(std::move(engine)),
       drafter_(std::move(drafter)),
       speculative_(speculative),
@@ -15,7 +16,8 @@ Generator::Generator(const std::string& model_dir, std::unique_ptr<Engine> engin
       chat_style_(detect_chat_style(*tokenizer_)),
       chat_stop_ids_(chat_stop_ids(chat_style_, *tokenizer_)),
       chunk_(std::max<int64_t>(chunk, 1)),
-      sessions_(*engine_, reuse_sessions, engine_->summary().planned_state_bytes) {}
+      prefix_cache_(std::move(prefix_cache)),
+      sessions_(*engine_, reuse_sessions, engine_->summary().planned_state_bytes, prefix_cache_.get()) {}
 
 std::vector<int32_t> Generator::chat_prompt(const std::vector<ChatMessage>& messages) const {
   return encode_segments(*tokenizer_, render_chat(chat_style_, messages, true));
@@ -49,6 +51,7 @@ GenerationResult Generator::generate(const GenerationInput& in, const TextSink& 
     return delivered;
   };
   hooks.stop_now = stop_now;
+  hooks.decode_start = [&] { sessions_.prompt_prefilled(in.prompt); };
   const GenerationOutcome out = run_generation(sessions_.session(), engine_->summary().vocab_size, sampler, request, hooks);
   r.ids = out.generated;
   r.finish_reason = out.finish == FinishReason::kStop ? "stop" : out.finish == FinishReason::kCancelled ? "cancelled" : "length";

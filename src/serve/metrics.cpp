@@ -92,12 +92,25 @@ std::string Metrics::render(bool running, int queue_waiting, uint64_t memory_bud
                        d.busy_seconds > 0 ? d.bytes / 1e9 / d.busy_seconds : 0.0);
   metric(out, "deltafin_prefix_hits_total", "counter", "Requests that kept a prefix, by where it was held");
   out += fmt::format("deltafin_prefix_hits_total{{source=\"memory\"}} {}\n", sessions_.hits);
+  if (sessions_.disk) out += fmt::format("deltafin_prefix_hits_total{{source=\"disk\"}} {}\n", sessions_.disk_stats.hits);
   metric(out, "deltafin_prefix_positions_saved_total", "counter", "Prompt positions those prefixes saved from prefill");
   out += fmt::format("deltafin_prefix_positions_saved_total{{source=\"memory\"}} {}\n", sessions_.positions_saved);
+  if (sessions_.disk)
+    out += fmt::format("deltafin_prefix_positions_saved_total{{source=\"disk\"}} {}\n", sessions_.disk_stats.positions_saved);
   single(out, "deltafin_sessions_held", "gauge", "Sessions held in memory between requests", sessions_.sessions);
   single(out, "deltafin_sessions_dropped_total", "counter", "Sessions dropped (least recently used) to fit the state budget",
          sessions_.dropped);
   single(out, "deltafin_state_bytes", "gauge", "KV cache and recurrent state of the held sessions", sessions_.bytes);
+  if (sessions_.disk) {
+    single(out, "deltafin_prefix_cache_saves_total", "counter", "Session states written to the prefix cache",
+           sessions_.disk_stats.saves);
+    single(out, "deltafin_prefix_cache_written_bytes_total", "counter", "State bytes written to the prefix cache",
+           sessions_.disk_stats.bytes_written);
+    single(out, "deltafin_prefix_cache_evictions_total", "counter", "Prefix cache entries removed to keep its budget",
+           sessions_.disk_stats.evictions);
+    single(out, "deltafin_prefix_cache_ignored_total", "counter", "Damaged, truncated or foreign prefix cache entries passed over",
+           sessions_.disk_stats.ignored);
+  }
   single(out, "deltafin_state_budget_bytes", "gauge", "What the held sessions share: the memory plan's planned state",
          sessions_.budget_bytes);
   single(out, "deltafin_memory_peak_rss_bytes", "gauge", "Peak resident memory of the server", peak_rss_bytes());

@@ -11,14 +11,23 @@
 // until they fit beside the running one counted at the positions its request may reach (or at
 // its bytes now, if more); after it, until all of them fit by their bytes (Session::state_bytes).
 // The running session is never dropped.
+// With a persistent prefix cache (--prefix-cache, decode/prefix_cache.hpp): a prompt that no held
+// session continues gets a fresh session loaded with the longest saved prefix of the prompt; the
+// state after each prompt's prefill is saved (its bytes taken before the first token, written
+// while the answer decodes), and so are a finished turn's and a dropped session's, so that a
+// dropped or restarted conversation finds its prefix on disk. Writes run on another thread;
+// the next take() waits for them.
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include <deltafin/engine.hpp>
+
+#include "decode/prefix_cache.hpp"
 
 namespace deltafin::serve {
 
@@ -29,21 +38,30 @@ struct SessionCacheStats {
   uint64_t sessions = 0;          // held now
   uint64_t bytes = 0;             // their KV cache and state now
   uint64_t budget_bytes = 0;      // what they share
+  bool disk = false;              // a prefix cache is in use; its counters:
+  PrefixCacheStats disk_stats;
 };
 
 class SessionCache {
  public:
   // reuse false: one session, every prompt prefilled from position 0 (for measuring what reuse
-  // saves). budget_bytes: what the held sessions share (the plan's planned state).
-  SessionCache(Engine& engine, bool reuse, uint64_t budget_bytes);
+  // saves). budget_bytes: what the held sessions share (the plan's planned state). disk: the
+  // prefix cache (nullptr: none; not with reuse false); it must outlive this.
+  SessionCache(Engine& engine, bool reuse, uint64_t budget_bytes, PrefixCache* disk = nullptr);
+  ~SessionCache();
+  SessionCache(const SessionCache&) = delete;
+  SessionCache& operator=(const SessionCache&) = delete;
 
   // Takes the session for `prompt` (see above), rewound to the prefix it keeps, short of the
   // prompt's last token (whose logits the generation needs); returns that prefix's length.
   // reach: the positions the request may reach (prompt + max_tokens), counted for memory.
   int64_t take(std::span<const int32_t> prompt, int64_t reach);
 
+  // Once the prompt is prefilled (the session at its end): its state is saved to the prefix cache.
+  void prompt_prefilled(std::span<const int32_t> prompt);
+
   // After the generation: the tokens the taken session holds, `committed` (prompt and generated
-  // tokens) cut to its position; then drops others beyond the budget.
+  // tokens) cut to its position (saved to the prefix cache); then drops others beyond the budget.
   void record(std::span<const int32_t> committed);
 
   Session& session() { return *held_[current_].session; }
@@ -60,9 +78,14 @@ class SessionCache {
   // Drops least recently used sessions other than the current one while they and the current
   // one, counted at current_bytes, exceed the budget.
   void drop_beyond_budget(uint64_t current_bytes);
+  // Saves the state of `session`, which holds `tokens`, to the prefix cache (on another thread).
+  void save_to_disk(Session& session, std::span<const int32_t> tokens);
+  void wait_for_writes();
 
   Engine& engine_;
   bool reuse_;
+  PrefixCache* disk_;
+  std::vector<std::future<void>> writes_;
   uint64_t budget_;
   uint64_t per_position_;
   std::vector<Held> held_;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`deltafin serve` holds several sessions (issue 36, item 4), on loopback.
+"""`deltafin serve` holds several sessions (issue 36, item 4) and keeps prefixes on disk, on loopback.
 
 Two conversations that share a long system prompt take turns, interleaved (A1 B1 A2 B2 A3): B1
 departs inside A's first prompt, so it gets a fresh session and A's stays; from the second turn on,
@@ -8,7 +8,9 @@ the previous turn's prompt and reply, and /metrics counts the hits and the posit
 and prefills only the new tokens. Greedy replies equal those of a server with --no-session-reuse,
 which prefills every prompt from the start. Then a server whose --ctx-size plans room for one such
 conversation only drops the least recently used session (deltafin_sessions_dropped_total) and its
-replies are still the same.
+replies are still the same. Then with --prefix-cache DIR: the same replies, states saved; and a
+restarted server on the same DIR finds every turn's prefix on disk (the bundled model's K2 state
+is append-only, so even a first turn's own saved prompt serves it) with the same replies.
 Usage: sessions.py DELTAFIN_BINARY MODEL_DIR
 """
 import http.client
@@ -146,6 +148,29 @@ def main():
         check(reply == want, f"tight budget, turn {i} ({agent}): reply {reply!r} differs from {want!r}")
     check(metrics.get("deltafin_sessions_dropped_total", 0) >= 1, "tight budget: no session dropped")
     check(metrics.get("deltafin_sessions_held") == 1, "tight budget: more than one session held")
+
+    # The prefix cache: the same replies; a restarted server finds each turn's prefix on disk.
+    with tempfile.TemporaryDirectory(prefix="deltafin-sessions-cache-") as cache:
+        for run in ("first", "restarted"):
+            server = Server(binary, model, ["--prefix-cache", cache])
+            try:
+                cache_rows = conversation(server)
+                metrics = server.metrics()
+            finally:
+                server.stop()
+            for i, ((agent, reply, _), (_, want, _)) in enumerate(zip(cache_rows, expected)):
+                check(reply == want, f"--prefix-cache ({run} server), turn {i} ({agent}): reply {reply!r} differs from {want!r}")
+            check(metrics.get("deltafin_prefix_cache_saves_total", 0) > 0 or run == "restarted",
+                  f"--prefix-cache ({run} server): nothing saved")
+        # Each agent's first turn restores from disk, the later ones continue the session in memory.
+        disk_hits = metrics.get('deltafin_prefix_hits_total{source="disk"}', 0)
+        check(disk_hits == 2, f"restarted server: {disk_hits} prefixes found on disk, want 2")
+        for i, (agent, _, usage) in enumerate(cache_rows):
+            check(usage["prompt_tokens_details"]["cached_tokens"] > 0, f"restarted server, turn {i} ({agent}): nothing kept")
+        kept = metrics.get('deltafin_prefix_positions_saved_total{source="disk"}', 0) + \
+            metrics.get('deltafin_prefix_positions_saved_total{source="memory"}', 0)
+        check(kept == sum(u["prompt_tokens_details"]["cached_tokens"] for _, _, u in cache_rows),
+              "restarted server: positions saved in /metrics differ from the usage's cached tokens")
 
     if failures:
         sys.exit(f"{len(failures)} failure(s)")

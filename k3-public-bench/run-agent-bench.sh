@@ -23,7 +23,7 @@ out=$root/k3-public-bench/results/agent-bench.md
 # --ctx-size of 32768 plans the state share that two conversations of this length are held in.
 # Its prefill runs at tens of tokens a second on 2 cores: a shorter system prompt keeps the run
 # within minutes.
-default_args="--tools 6 --reply-tokens 24"
+default_args="--tools 12 --reply-tokens 24"
 k3_args="--tools 1 --reply-tokens 8 --server-flag=--ctx-size=32768"
 while [ $# -gt 0 ]; do
   case $1 in

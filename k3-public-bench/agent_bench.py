@@ -77,23 +77,29 @@ def task(agent):
 
 
 class Server:
+    """A `deltafin serve` on a free port, its stderr in a file (named in the failures)."""
+
     def __init__(self, binary, model, flags):
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="deltafin-agent-bench-", suffix=".log", delete=False)
         self.proc = subprocess.Popen([binary, "serve", "-m", model, "--port", "0", "--draft", "off", *flags],
-                                     stderr=subprocess.PIPE, text=True)
-        line = ""
-        while True:  # warnings may come first; the serving line names the port
-            line = self.proc.stderr.readline()
-            if not line or "serving" in line:
-                break
-        match = re.search(r"on http://([0-9.]+):([0-9]+)", line)
+                                     stderr=self.log)
+        match = None
+        while match is None and self.proc.poll() is None:
+            time.sleep(0.05)
+            with open(self.log.name) as f:
+                match = re.search(r"on http://([0-9.]+):([0-9]+)", f.read())
         if not match:
-            self.proc.kill()
-            sys.exit(f"agent_bench: the server did not start ({' '.join(flags)}): {line.strip()}")
+            sys.exit(f"agent_bench: the server did not start ({' '.join(flags)}): {self.log_tail()}")
         self.host, self.port = match.group(1), int(match.group(2))
+
+    def log_tail(self):
+        with open(self.log.name) as f:
+            return " | ".join(f.read().strip().splitlines()[-5:])
 
     def stop(self):
         self.proc.terminate()
         self.proc.wait()
+        os.unlink(self.log.name)
 
     def chat(self, messages, max_tokens):
         """Returns (reply, seconds from sending to the first chunk with content, usage)."""
@@ -101,8 +107,11 @@ class Server:
                            "stream_options": {"include_usage": True}})
         conn = http.client.HTTPConnection(self.host, self.port, timeout=1800)
         start = time.perf_counter()
-        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
-        response = conn.getresponse()
+        try:
+            conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+            response = conn.getresponse()
+        except OSError as e:
+            sys.exit(f"agent_bench: POST: {e} (exit status {self.proc.poll()}; server log {self.log.name}: {self.log_tail()})")
         if response.status != 200:
             sys.exit(f"agent_bench: status {response.status}: {response.read()!r}")
         text, first, usage = "", None, None
@@ -125,10 +134,13 @@ class Server:
         return text, first, usage
 
     def metric(self, name):
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
-        conn.request("GET", "/metrics")
-        text = conn.getresponse().read().decode()
-        conn.close()
+        try:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+            conn.close()
+        except OSError as e:
+            sys.exit(f"agent_bench: GET /metrics: {e} (exit status {self.proc.poll()}; server log {self.log.name}: {self.log_tail()})")
         match = re.search(r"^" + re.escape(name) + r" (\S+)$", text, re.M)
         return float(match.group(1)) if match else None
 

@@ -11,11 +11,12 @@
 #     take chat requests; written under WORK_DIR once, ~3.3 GB).
 # Results: k3-public-bench/results/agent-bench.md with the command and the provenance line.
 #   k3-public-bench/run-agent-bench.sh [--repeat 3] [--turns 6] [--work DIR] [--out FILE] [--no-k3]
-# (about 15 minutes on 2 cores with the defaults)
+# (about 20 minutes on 2 cores with the defaults). DELTAFIN_BINARY: another binary than
+# build/deltafin (a copy under another name is safe from tests that kill every `deltafin`).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bin=$root/build/deltafin
+bin=${DELTAFIN_BINARY:-$root/build/deltafin}
 repeat=3 turns=6 work=/var/tmp/deltafin-agent-bench k3=1
 out=$root/k3-public-bench/results/agent-bench.md
 # Per model: tools in the system prompt, reply tokens, serve flags. The K3-shaped model's state
@@ -23,7 +24,7 @@ out=$root/k3-public-bench/results/agent-bench.md
 # --ctx-size of 32768 plans the state share that two conversations of this length are held in.
 # Its prefill runs at tens of tokens a second on 2 cores: a shorter system prompt keeps the run
 # within minutes.
-default_args="--tools 12 --reply-tokens 24"
+default_args="--tools 8 --reply-tokens 24"
 k3_args="--tools 1 --reply-tokens 8 --server-flag=--ctx-size=32768"
 while [ $# -gt 0 ]; do
   case $1 in

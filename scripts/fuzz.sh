@@ -4,7 +4,8 @@
 # ignored, kept between runs so coverage accumulates). Exits non-zero when a fuzzer finds a
 # crash, leak, sanitizer report or timeout; the reproducer is saved under build-fuzz/artifacts/.
 #   scripts/fuzz.sh [seconds] [target] [extra libFuzzer flags...]
-#   target: safetensors, config, placement, tokenizer_json, tiktoken_ranks, encode, http_head, request, all
+#   target: safetensors, config, placement, tokenizer_json, tiktoken_ranks, encode, http_head, request,
+#           prefix_entry, state_bytes, all
 set -euo pipefail
 
 seconds=${1:-60}
@@ -62,4 +63,10 @@ if [[ $which == all || $which == http_head ]]; then
 fi
 if [[ $which == all || $which == request ]]; then
   run_target request "$root/tests/fuzz/request-corpus" "$@"
+fi
+if [[ $which == all || $which == prefix_entry ]]; then
+  run_target prefix_entry "$root/tests/fuzz/prefix-entry-corpus" "$@"
+fi
+if [[ $which == all || $which == state_bytes ]]; then
+  run_target state_bytes "$root/tests/fuzz/state-bytes-corpus" "$@"
 fi

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <deltafin/engine.hpp>
+#include <deltafin/error.hpp>
 
 #include <deltafin/error.hpp>
 
@@ -292,9 +293,10 @@ TEST_CASE("the prefix cache keeps its byte budget, evicting the least recently u
 }
 
 TEST_CASE("deltafin run --prefix-cache: a second run of a prompt hits and prints the same text", "[prefix-cache]") {
-  TempDir dir("cli");
+  TempDir dir("cli"), outputs("cli-out");
+  fs::create_directories(outputs.path);
   const std::string args = "run -m " + kBundled + " -p 'def _check_methods(C, *methods):' -n 16 --temp 0 --prefix-cache " + dir.str();
-  const auto first = test::run_deltafin(args + " --stats-json " + (dir.path / "first.json").string());
+  const auto first = test::run_deltafin(args + " --stats-json " + (outputs.path / "first.json").string());
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
   const auto second = test::run_deltafin(args + " --stats");
@@ -302,31 +304,43 @@ TEST_CASE("deltafin run --prefix-cache: a second run of a prompt hits and prints
   REQUIRE(second.exit_code == 0);
   CHECK(second.output.starts_with(first.output));
   test::check_contains(second.output, "prefix    hit ");
-  std::ifstream in(dir.path / "first.json");
+  std::ifstream in(outputs.path / "first.json");
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   test::check_contains(json, "\"prefix_cache\": {\"hit_positions\": 0, \"hits\": 0");
   test::check_contains(json, "\"saves\": 2");  // after the prompt and after the answer
-  const auto third = test::run_deltafin(args + " --stats-json " + (dir.path / "third.json").string());
+  const auto third = test::run_deltafin(args + " --stats-json " + (outputs.path / "third.json").string());
   CHECK(third.output == first.output);
-  std::ifstream in3(dir.path / "third.json");
+  std::ifstream in3(outputs.path / "third.json");
   const std::string json3((std::istreambuf_iterator<char>(in3)), std::istreambuf_iterator<char>());
   CHECK(json3.find("\"hit_positions\": 0,") == std::string::npos);
   test::check_contains(json3, "\"hits\": 1");
 }
 
-TEST_CASE("deltafin run --prefix-cache on K3: a continued prompt restores the answer's state, ids equal the goldens", "[prefix-cache]") {
+TEST_CASE("deltafin run --prefix-cache on K3: a repeated and a continued prompt restore, ids equal the goldens", "[prefix-cache]") {
   TempDir dir("cli-k3");
   const std::string model = test::fixture("k3_tiny");
   const test::Golden golden = test::read_golden(model);
   const size_t half = golden.generated.size() / 2;
   const std::string base = "run -m " + model + " --temp 0 --ids --ignore-eos --chunk 3 --prefix-cache " + dir.str();
-  // Turn 1: the prompt and half the answer (the session then holds all but the last answer token).
-  const auto first = test::run_deltafin(base + " --tokens " + test::join_ids(golden.prompt, ",") + " -n " + std::to_string(half));
+  const std::string prompt = " --tokens " + test::join_ids(golden.prompt, ",");
+  const std::vector<int32_t> first_half(golden.generated.begin(), golden.generated.begin() + static_cast<std::ptrdiff_t>(half));
+  // Turn 1: the prompt and half the answer. The prompt's state is saved at all but its last
+  // position (a recurrent state serves only its own length), the answer's after it.
+  const auto first = test::run_deltafin(base + prompt + " -n " + std::to_string(half) + " --stats");
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
-  // Turn 2 continues it: the prompt is turn 1's tokens; the rest of the answer equals the goldens.
+  CHECK(first.output.starts_with(test::join_ids(first_half, " ") + "\n"));
+  test::check_contains(first.output, "prompt    " + std::to_string(golden.prompt.size()) + " tokens");
+  test::check_contains(first.output, "saved 2 entries");
+  // The same prompt again loads all but its last position.
+  const auto again = test::run_deltafin(base + prompt + " -n " + std::to_string(half) + " --stats");
+  INFO(again.output);
+  CHECK(again.output.starts_with(test::join_ids(first_half, " ") + "\n"));
+  test::check_contains(again.output, "prefix    hit " + std::to_string(golden.prompt.size() - 1) + " positions");
+  test::check_contains(again.output, "nothing new to save");
+  // Turn 2 continues turn 1: the rest of the answer equals the goldens.
   std::vector<int32_t> continued = golden.prompt;
-  continued.insert(continued.end(), golden.generated.begin(), golden.generated.begin() + static_cast<std::ptrdiff_t>(half));
+  continued.insert(continued.end(), first_half.begin(), first_half.end());
   const auto second = test::run_deltafin(base + " --tokens " + test::join_ids(continued, ",") + " -n " +
                                          std::to_string(golden.generated.size() - half) + " --stats");
   INFO(second.output);
@@ -346,12 +360,13 @@ TEST_CASE("several processes running on one prefix cache directory leave every e
     const std::vector<int32_t> prompt(golden.prompt.begin(), golden.prompt.begin() + static_cast<std::ptrdiff_t>(golden.prompt.size() - p % 2));
     script += "DELTAFIN_SIMD=" + cpu::simd_current() + " " + test::binary() + " run -m " + model + " --tokens " +
               test::join_ids(prompt, ",") + " -n 6 --temp 0 --ids --ignore-eos --threads 1 --prefix-cache " + dir.str() +
-              " --prefix-cache-gb 0.0003 > " + (dir.path / ("out" + std::to_string(p))).string() + " 2>&1 & ";
+              " --prefix-cache-gb 0.00002 > " + (dir.path / ("out" + std::to_string(p))).string() + " 2>&1 & ";
   }
   fs::create_directories(dir.path);
   const auto r = test::run_command("sh -c '" + script + "wait'");
   CHECK(r.exit_code == 0);
   int entries = 0;
+  uint64_t used = 0;
   for (const auto& e : fs::directory_iterator(dir.path)) {
     const std::string name = e.path().filename().string();
     if (name.starts_with("out")) {
@@ -367,9 +382,10 @@ TEST_CASE("several processes running on one prefix cache directory leave every e
     std::ifstream in(e.path(), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     CHECK_NOTHROW(parse_prefix_entry(std::as_bytes(std::span<const char>(bytes))));
-    ++entries;
+    ++entries, used += bytes.size();
   }
   CHECK(entries >= 1);
+  CHECK(used <= 20'000);  // the budget held: the four runs' entries (about 32 KB) did not all fit
   // Whatever is left serves a later run, whose ids are the goldens'.
   const auto after = test::run_deltafin("run -m " + model + " --tokens " + test::join_ids(golden.prompt, ",") + " -n " +
                                         std::to_string(golden.generated.size()) + " --temp 0 --ids --ignore-eos --prefix-cache " + dir.str());

@@ -5,8 +5,8 @@
 // to stdout as UTF-8-safe text (or ids with --ids), by the generation loop serve shares
 // (decode/generation.hpp). Ctrl-C stops cleanly; --stats
 // (--stats=full: every counter) prints the receipt to stderr either way. With --prefix-cache the
-// longest saved prefix of the prompt is loaded first and the state is saved after the prompt's
-// prefill (written while the answer decodes) and after the answer.
+// longest saved prefix of the prompt is loaded first and the state is saved at the prompt's save
+// point (decode/prefix_cache.hpp; written while the rest runs) and after the answer.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -139,7 +139,14 @@ int run(const RunFlags& f) {
   RunReport report;
   const auto t0 = Clock::now();
   if (prefix_cache) request.held = report.prefix_hit = prefix_cache->restore(*session, prompt);
-  std::future<void> prompt_saved;  // the prompt's state, written while the answer decodes
+  // The prompt's state at its save point, written while the rest runs.
+  const int64_t save_at = prefix_cache ? prefix_cache->prompt_save_point(prompt) : 0;
+  std::future<void> prompt_saved;
+  auto save_prompt = [&] {
+    const std::span<const int32_t> held = std::span<const int32_t>(prompt).first(static_cast<size_t>(save_at));
+    if (session->position() == save_at && !prefix_cache->saved(held))
+      prompt_saved = std::async(std::launch::async, [&, held, state = session->save_state()] { prefix_cache->save(held, state); });
+  };
   Progress progress("prefill", static_cast<int64_t>(prompt.size()));
   Clock::time_point t1;
   double cpu1 = 0;
@@ -147,9 +154,7 @@ int run(const RunFlags& f) {
   hooks.stop_now = [] { return g_interrupted != 0; };
   hooks.prefilled = [&](int64_t position) { progress.update(position); };
   hooks.decode_start = [&] {
-    if (prefix_cache && session->position() == static_cast<int64_t>(prompt.size()) && !prefix_cache->saved(prompt))
-      prompt_saved = std::async(std::launch::async,
-                                [&, state = session->save_state()] { prefix_cache->save(prompt, state); });
+    if (prefix_cache && save_at == static_cast<int64_t>(prompt.size())) save_prompt();
     progress.finish();
     t1 = Clock::now();
     cpu1 = thread_cpu_seconds();
@@ -166,6 +171,13 @@ int run(const RunFlags& f) {
       return true;
     };
   }
+  int64_t prefilled_to_save = 0;  // K3: the prompt up to its save point first, the last position then in the loop
+  if (prefix_cache && save_at > request.held && save_at < static_cast<int64_t>(prompt.size())) {
+    prefill_prompt(*session, std::span<const int32_t>(prompt).first(static_cast<size_t>(save_at)), request.held,
+                   request.chunk, hooks.stop_now, hooks.prefilled, prefilled_to_save);
+    request.held = session->position();
+    save_prompt();
+  }
   const GenerationOutcome out = run_generation(*session, engine->summary().vocab_size, sampler, request, hooks);
   emit("\n");
   if (prefix_cache) {
@@ -180,7 +192,7 @@ int run(const RunFlags& f) {
   std::signal(SIGINT, SIG_DFL);
   if (g_interrupted) std::fprintf(stderr, "deltafin: interrupted\n");
   report.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
-  report.prefill_tokens = out.prefilled;
+  report.prefill_tokens = prefilled_to_save + out.prefilled;
   report.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
   // The first token comes from the prefill's logits; the decode produced the rest (tokens, not
   // passes: a speculative pass may commit several).

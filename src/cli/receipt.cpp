@@ -98,7 +98,8 @@ std::string prefix_line(const RunReport& r) {
   const PrefixCacheStats& p = r.prefix_cache;
   std::string text = r.prefix_hit > 0 ? fmt::format("hit {} positions (not prefilled again)", r.prefix_hit)
                                       : std::string("no saved prefix of this prompt");
-  text += fmt::format("; saved {} entr{} ({})", p.saves, p.saves == 1 ? "y" : "ies", human_bytes(p.bytes_written));
+  text += p.saves == 0 ? std::string("; nothing new to save")
+                       : fmt::format("; saved {} entr{} ({})", p.saves, p.saves == 1 ? "y" : "ies", human_bytes(p.bytes_written));
   if (p.evictions > 0) text += fmt::format(", {} evicted for the budget", p.evictions);
   if (p.ignored > 0) text += fmt::format("; {} damaged or foreign entr{} ignored", p.ignored, p.ignored == 1 ? "y" : "ies");
   return text;

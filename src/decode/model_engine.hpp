@@ -5,6 +5,7 @@
 //   kRecurrent                            whether State has a recurrent part (snapshots for rewinds)
 //   load(path), experts(index, config)    config.json, the routed-expert table
 //   new_state(model), state_bytes(state)  a fresh timeline state and its bytes
+//   save_state, load_state                the state at a position as bytes and back (Session::save_state)
 //   name, vocab, eos, context, bytes,
 //   top_k                                 what the summary and the memory plan need of the config
 // The model provides forward(state, tokens, n, start, logits, all_logits), spine_bytes(),

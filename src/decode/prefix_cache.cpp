@@ -12,7 +12,7 @@ namespace deltafin {
 namespace {
 
 uint64_t budget_bytes(const std::string& dir, double gb) {
-  if (!(gb > 0) || !std::isfinite(gb) || gb > 1e9) fail("--prefix-cache-gb: must be a positive number of GB (got {}) for {}", gb, dir);
+  if (!(gb > 0) || !std::isfinite(gb) || gb > 1e9) fail("prefix cache {}: the budget must be a positive number of GB (got {})", dir, gb);
   return static_cast<uint64_t>(gb * 1e9);
 }
 

@@ -7,7 +7,8 @@
 //   restore  the longest saved prefix of a prompt that is shorter than the prompt (the last
 //            token's logits come from a pass), loaded into the session; an entry of the whole
 //            prompt serves all but its last position where the state is append-only (K2: loaded,
-//            then rewound by one position), so running one prompt again hits. An entry the
+//            then rewound by one position), so running one prompt again hits; a K3 prompt is
+//            saved at all but its last position for that (prompt_save_point). An entry the
 //            session refuses is passed over with one warning.
 //   save     the session's state under the tokens it holds (an entry of the same tokens is only
 //            marked recently used).
@@ -15,8 +16,7 @@
 // that shares only part of its tokens with the prompt could serve that part, a K3 one never (its
 // recurrent state is only valid at its own length); finding such entries would read every
 // entry's tokens on each restore, and run and serve save at the end of each prompt and answer,
-// where the next turn's prompt continues, so it is not done. For K3 an exact repeat of a prompt
-// finds no entry shorter than it unless an earlier prompt or answer ended there.
+// where the next turn's prompt continues, so it is not done.
 // Thread-safe: one lock around the store (serve's sessions share one cache).
 #pragma once
 
@@ -62,6 +62,13 @@ class PrefixCache {
   // Saves state bytes taken from a session holding `held` (save() in two steps: the bytes can be
   // taken at once and written later, from another thread).
   void save(std::span<const int32_t> held, std::span<const std::byte> state);
+  // Where a prompt's state is best saved before its answer: all of it where the state is
+  // append-only (K2: that entry also serves the prompt run again), else all but its last
+  // position (K3: the prompt run again loads it and runs only its last position; the caller
+  // prefills up to there, saves, and runs the last position in a pass of its own).
+  int64_t prompt_save_point(std::span<const int32_t> prompt) const {
+    return static_cast<int64_t>(prompt.size()) - (append_only_ || prompt.size() < 2 ? 0 : 1);
+  }
   // Whether an entry of exactly `held` exists (it is marked recently used then): save() would only touch it.
   bool saved(std::span<const int32_t> held);
 

@@ -26,3 +26,5 @@ deltafin_fuzzer(request CORPUS request-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve
 deltafin_fuzzer(hosts_wire CORPUS hosts-wire-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/hosts/wire.cpp)
 deltafin_fuzzer(prefix_entry CORPUS prefix-entry-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/io/prefix_entry.cpp)
+deltafin_fuzzer(state_bytes CORPUS state-bytes-corpus
+                SOURCES ${DELTAFIN_FUZZ_SRC}/model/state_bytes.cpp)

@@ -51,7 +51,17 @@ GenerationResult Generator::generate(const GenerationInput& in, const TextSink& 
     return delivered;
   };
   hooks.stop_now = stop_now;
-  hooks.decode_start = [&] { sessions_.prompt_prefilled(in.prompt); };
+  // The prompt's state for the prefix cache: at its end, or (K3) first prefilled up to all but its
+  // last position and saved there, the last position then run by the loop.
+  const std::span<const int32_t> prompt(in.prompt);
+  const int64_t save_at = sessions_.prompt_save_point(prompt);
+  if (save_at == r.prompt_tokens) hooks.decode_start = [&] { sessions_.prompt_prefilled(prompt); };
+  if (save_at > request.held && save_at < r.prompt_tokens) {
+    int64_t appended = 0;
+    prefill_prompt(sessions_.session(), prompt.first(static_cast<size_t>(save_at)), request.held, chunk_, stop_now, nullptr, appended);
+    request.held = sessions_.session().position();
+    sessions_.prompt_prefilled(prompt.first(static_cast<size_t>(save_at)));
+  }
   const GenerationOutcome out = run_generation(sessions_.session(), engine_->summary().vocab_size, sampler, request, hooks);
   r.ids = out.generated;
   r.finish_reason = out.finish == FinishReason::kStop ? "stop" : out.finish == FinishReason::kCancelled ? "cancelled" : "length";

@@ -82,8 +82,12 @@ int64_t SessionCache::take(std::span<const int32_t> prompt, int64_t reach) {
   return static_cast<int64_t>(kept);
 }
 
-void SessionCache::prompt_prefilled(std::span<const int32_t> prompt) {
-  if (held_[current_].session->position() == static_cast<int64_t>(prompt.size())) save_to_disk(*held_[current_].session, prompt);
+int64_t SessionCache::prompt_save_point(std::span<const int32_t> prompt) const {
+  return disk_ ? disk_->prompt_save_point(prompt) : static_cast<int64_t>(prompt.size());
+}
+
+void SessionCache::prompt_prefilled(std::span<const int32_t> prefix) {
+  if (held_[current_].session->position() == static_cast<int64_t>(prefix.size())) save_to_disk(*held_[current_].session, prefix);
 }
 
 void SessionCache::record(std::span<const int32_t> committed) {

@@ -15,8 +15,9 @@
 // session continues gets a fresh session loaded with the longest saved prefix of the prompt; the
 // state after each prompt's prefill is saved (its bytes taken before the first token, written
 // while the answer decodes), and so are a finished turn's and a dropped session's, so that a
-// dropped or restarted conversation finds its prefix on disk. Writes run on another thread;
-// the next take() waits for them.
+// dropped or restarted conversation finds its prefix on disk (a K3 prompt is saved at all but its
+// last position, so that the prompt run again finds it). Writes run on another thread; the next
+// take() waits for them.
 #pragma once
 
 #include <cstdint>
@@ -57,8 +58,11 @@ class SessionCache {
   // reach: the positions the request may reach (prompt + max_tokens), counted for memory.
   int64_t take(std::span<const int32_t> prompt, int64_t reach);
 
-  // Once the prompt is prefilled (the session at its end): its state is saved to the prefix cache.
-  void prompt_prefilled(std::span<const int32_t> prompt);
+  // Where the prompt's state is saved to the prefix cache (PrefixCache::prompt_save_point: all of
+  // it, or K3 all but its last position); the prompt's length without a cache.
+  int64_t prompt_save_point(std::span<const int32_t> prompt) const;
+  // Once the taken session holds `prefix` (the prompt up to its save point): saved to the prefix cache.
+  void prompt_prefilled(std::span<const int32_t> prefix);
 
   // After the generation: the tokens the taken session holds, `committed` (prompt and generated
   // tokens) cut to its position (saved to the prefix cache); then drops others beyond the budget.

@@ -9,25 +9,23 @@ and prefills only the new tokens. Greedy replies equal those of a server with --
 which prefills every prompt from the start. Then a server whose --ctx-size plans room for one such
 conversation only drops the least recently used session (deltafin_sessions_dropped_total) and its
 replies are still the same. Then with --prefix-cache DIR: the same replies, states saved; and a
-restarted server on the same DIR finds every turn's prefix on disk (the bundled model's K2 state
-is append-only, so even a first turn's own saved prompt serves it) with the same replies.
-Usage: sessions.py DELTAFIN_BINARY MODEL_DIR
+restarted server on the same DIR finds every turn's prefix on disk (even a first turn finds its
+own saved prompt) with the same replies.
+The same on K3 (the k3_tiny fixture with k2_tiny's tokenizer), whose prompts are saved at all but
+their last position, so that a first turn run again on a restarted server finds its prompt too.
+Usage: sessions.py DELTAFIN_BINARY MODEL_DIR FIXTURES_DIR
 """
 import http.client
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
 failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL: " + what, file=sys.stderr)
 
 
 class Server:
@@ -72,16 +70,19 @@ class Server:
         return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(deltafin_\S+) (\S+)$", text, re.M)}
 
 
-SYSTEM = "You are a coding agent. Tools:\n" + "\n".join(
-    f'{{"name": "tool_{i}", "description": "reads file number {i} of the workspace", "parameters": {{"path": "string"}}}}'
-    for i in range(40))
+def system_prompt(tools):
+    return "You are a coding agent. Tools:\n" + "\n".join(
+        f'{{"name": "tool_{i}", "description": "reads file number {i} of the workspace", "parameters": {{"path": "string"}}}}'
+        for i in range(tools))
+
+
 TASKS = {"A": "Fix the failing parser test.", "B": "Document the --verbose flag."}
 ORDER = ["A", "B", "A", "B", "A"]
 
 
-def conversation(server):
+def conversation(server, tools):
     """Runs the interleaved turns; returns [(agent, reply, usage, previous turn's prompt + reply tokens)]."""
-    histories = {a: [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASKS[a]}] for a in "AB"}
+    histories = {a: [{"role": "system", "content": system_prompt(tools)}, {"role": "user", "content": TASKS[a]}] for a in "AB"}
     steps = {"A": 0, "B": 0}
     rows = []
     for agent in ORDER:
@@ -94,11 +95,16 @@ def conversation(server):
     return rows
 
 
-def main():
-    binary, model = sys.argv[1], sys.argv[2]
+def check_model(binary, model, name, tools):
+    """Every check above on one model; failures name it."""
+    def check(ok, what):
+        if not ok:
+            failures.append(f"{name}: {what}")
+            print(f"FAIL: {name}: {what}", file=sys.stderr)
+
     fresh = Server(binary, model, ["--no-session-reuse"])
     try:
-        expected = conversation(fresh)
+        expected = conversation(fresh, tools)
     finally:
         fresh.stop()
     check(all(u["prompt_tokens_details"]["cached_tokens"] == 0 for _, _, u in expected),
@@ -106,7 +112,7 @@ def main():
 
     held = Server(binary, model, [])
     try:
-        rows = conversation(held)
+        rows = conversation(held, tools)
         metrics = held.metrics()
     finally:
         held.stop()
@@ -140,7 +146,7 @@ def main():
     # Room for one conversation only: the other's session is dropped each time, replies unchanged.
     tight = Server(binary, model, ["--ctx-size", str(rows[-1][2]["prompt_tokens"] + 64)])
     try:
-        tight_rows = conversation(tight)
+        tight_rows = conversation(tight, tools)
         metrics = tight.metrics()
     finally:
         tight.stop()
@@ -154,7 +160,7 @@ def main():
         for run in ("first", "restarted"):
             server = Server(binary, model, ["--prefix-cache", cache])
             try:
-                cache_rows = conversation(server)
+                cache_rows = conversation(server, tools)
                 metrics = server.metrics()
             finally:
                 server.stop()
@@ -172,6 +178,19 @@ def main():
         check(kept == sum(u["prompt_tokens_details"]["cached_tokens"] for _, _, u in cache_rows),
               "restarted server: positions saved in /metrics differ from the usage's cached tokens")
 
+
+
+def main():
+    binary, model, fixtures = sys.argv[1], sys.argv[2], sys.argv[3]
+    check_model(binary, model, "bundled model (K2)", 40)
+    # K3 (its recurrent state is saved at all but a prompt's last position): the k3_tiny fixture
+    # with k2_tiny's tokenizer (both have 320 tokens).
+    with tempfile.TemporaryDirectory(prefix="deltafin-sessions-k3-") as k3:
+        for f in ("config.json", "model.safetensors"):
+            shutil.copy(os.path.join(fixtures, "k3_tiny", f), k3)
+        for f in ("tiktoken.model", "tokenizer_config.json"):
+            shutil.copy(os.path.join(fixtures, "k2_tiny", f), k3)
+        check_model(binary, k3, "k3_tiny", 8)  # (a byte-level tokenizer, a context of 4,096)
     if failures:
         sys.exit(f"{len(failures)} failure(s)")
     print("sessions: ok")

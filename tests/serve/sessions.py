@@ -13,6 +13,7 @@ restarted server on the same DIR finds every turn's prefix on disk (even a first
 own saved prompt) with the same replies.
 The same on K3 (the k3_tiny fixture with k2_tiny's tokenizer), whose prompts are saved at all but
 their last position, so that a first turn run again on a restarted server finds its prompt too.
+--prefix-cache with --no-session-reuse is refused in one line.
 Usage: sessions.py DELTAFIN_BINARY MODEL_DIR FIXTURES_DIR
 """
 import http.client
@@ -68,6 +69,12 @@ class Server:
     def metrics(self):
         text = self.request("GET", "/metrics")
         return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(deltafin_\S+) (\S+)$", text, re.M)}
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAIL: " + what, file=sys.stderr)
 
 
 def system_prompt(tools):
@@ -182,6 +189,14 @@ def check_model(binary, model, name, tools):
 
 def main():
     binary, model, fixtures = sys.argv[1], sys.argv[2], sys.argv[3]
+    # --prefix-cache with --no-session-reuse (which prefills every prompt from the start): refused
+    # in one line naming the flag, exit 1, before the model loads.
+    with tempfile.TemporaryDirectory(prefix="deltafin-sessions-refused-") as d:
+        refused = subprocess.run([binary, "serve", "-m", model, "--port", "0", "--no-session-reuse", "--prefix-cache", d],
+                                 capture_output=True, text=True, timeout=60)
+        lines = refused.stderr.strip().splitlines()
+        check(refused.returncode == 1 and len(lines) == 1 and "--prefix-cache" in lines[0],
+              f"--prefix-cache with --no-session-reuse: exit {refused.returncode}, {refused.stderr!r}")
     check_model(binary, model, "bundled model (K2)", 40)
     # K3 (its recurrent state is saved at all but a prompt's last position): the k3_tiny fixture
     # with k2_tiny's tokenizer (both have 320 tokens).

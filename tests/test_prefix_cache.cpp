@@ -19,6 +19,8 @@
 #include <deltafin/engine.hpp>
 #include <deltafin/error.hpp>
 
+#include <deltafin/error.hpp>
+
 #include "decode/prefix_cache.hpp"
 #include "io/prefix_entry.hpp"
 #include "io/prefix_store.hpp"

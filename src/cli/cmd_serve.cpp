@@ -3,7 +3,8 @@
 // API key is set). SIGINT and SIGTERM are taken by one thread (sigwait), which shuts the server
 // down: the running generation ends after its current token and is answered with an error, and
 // the command exits 0 (a second signal ends it at once, 130). The port is bound before the model
-// loads; the open-file limit is raised to fit --max-connections.
+// loads; the open-file limit is raised to fit --max-connections. --prefix-cache DIR keeps the
+// held sessions' prefixes on disk too (serve/session_cache.hpp).
 #include <pthread.h>
 #include <sys/resource.h>
 
@@ -18,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/prefix_cache_flags.hpp"
 #include "serve/http_server.hpp"
 #include "util/error.hpp"
 
@@ -39,6 +41,7 @@ struct ServeFlags {
   int64_t context = 8192;
   double max_body_mb = 4;
   bool no_session_reuse = false;
+  PrefixCacheFlags prefix_cache;
 };
 
 // Raises the open-file limit (soft, up to the hard one) so that max_connections sockets fit beside
@@ -74,6 +77,9 @@ int serve_command(ServeFlags& f) {
     fail("--request-timeout must be > 0 and <= 3600 seconds (got {})", connections.head_seconds);
   if (f.speculative.max_k < 0 || f.speculative.max_k > 16)
     fail("--draft-k must be 0..16 (0: no drafts; got {})", f.speculative.max_k);
+  if (!f.prefix_cache.dir.empty() && f.no_session_reuse)
+    fail("--prefix-cache: not with --no-session-reuse (which prefills every prompt from the start)");
+  check_prefix_cache_flags(f.prefix_cache);
   if (!is_loopback(f.host) && f.server.api_key.empty())
     spdlog::warn("--host {}: serving beyond this machine with no --api-key: anyone who can reach it can use it", f.host);
   connections.max_body_bytes = static_cast<uint64_t>(f.max_body_mb * (1 << 20));
@@ -97,10 +103,12 @@ int serve_command(ServeFlags& f) {
   const ModelSummary summary = engines.target->summary();
   f.server.context = summary.context_length > 0 ? std::min(f.context, summary.context_length) : f.context;
   f.server.memory_budget = summary.spine_bytes + engines.target->stats().cache_budget_bytes + summary.planned_state_bytes +
+                           summary.pass_activation_bytes +
                            engines.draft_bytes + kRuntimeAllowance + connections.max_buffered_bytes;
   const std::string drafter = engines.drafter ? engines.drafter->name() : "off";
+  std::unique_ptr<PrefixCache> prefix_cache = open_prefix_cache(f.prefix_cache, *engines.target);
   serve::Generator generator(f.engine.model_dir, std::move(engines.target), std::move(engines.drafter), f.speculative,
-                             summary.pass_positions, !f.no_session_reuse);
+                             summary.pass_positions, !f.no_session_reuse, std::move(prefix_cache));
   serve::HttpServer server(generator, f.server, loop);
   std::fprintf(stderr, "deltafin: serving %s (%s, chat format %s, drafter %s) on http://%s:%d\n", f.server.model_name.c_str(),
                summary.architecture.c_str(), chat_style_name(generator.chat_style()), drafter.c_str(),
@@ -155,6 +163,7 @@ Command register_serve(CLI::App& app) {
                   "Seconds a request's head may take to arrive; its body gets as long again plus 1 s per 64 KiB (slower: 408)")
       ->capture_default_str();
   sub->add_flag("--no-session-reuse", f->no_session_reuse, "Prefill every prompt from the start (no prefix kept between requests)");
+  add_prefix_cache_flags(*sub, f->prefix_cache);
   sub->add_option("--draft", f->draft, "Speculative drafter for greedy requests: auto, off, model, ngram")->capture_default_str();
   sub->add_option("--draft-model", f->draft_model, "Draft model directory (shares the target's tokenizer)");
   sub->add_option("--draft-k", f->speculative.max_k, "Most guesses per target pass")->capture_default_str();

@@ -7,7 +7,8 @@
 namespace deltafin::serve {
 
 Generator::Generator(const std::string& model_dir, std::unique_ptr<Engine> engine, std::unique_ptr<Drafter> drafter,
-                     const SpeculativeOptions& speculative, int64_t chunk, bool reuse_sessions)
+                     const SpeculativeOptions& speculative, int64_t chunk, bool reuse_sessions,
+                     std::unique_ptr<PrefixCache> prefix_cache)
     : engine_(std::move(engine)),
       drafter_(std::move(drafter)),
       speculative_(speculative),
@@ -15,7 +16,8 @@ Generator::Generator(const std::string& model_dir, std::unique_ptr<Engine> engin
       chat_style_(detect_chat_style(*tokenizer_)),
       chat_stop_ids_(chat_stop_ids(chat_style_, *tokenizer_)),
       chunk_(std::max<int64_t>(chunk, 1)),
-      sessions_(*engine_, reuse_sessions) {}
+      prefix_cache_(std::move(prefix_cache)),
+      sessions_(*engine_, reuse_sessions, engine_->summary().planned_state_bytes, prefix_cache_.get()) {}
 
 std::vector<int32_t> Generator::chat_prompt(const std::vector<ChatMessage>& messages) const {
   return encode_segments(*tokenizer_, render_chat(chat_style_, messages, true));
@@ -28,7 +30,7 @@ GenerationResult Generator::generate(const GenerationInput& in, const TextSink& 
   GenerationResult r;
   r.prompt_tokens = static_cast<int64_t>(in.prompt.size());
   const auto t0 = Clock::now();
-  r.reused_tokens = sessions_.reuse(in.prompt);
+  r.reused_tokens = sessions_.take(in.prompt, r.prompt_tokens + in.max_tokens);
   Sampler sampler(in.sampler);
   GenerationRequest request;
   request.prompt = in.prompt;
@@ -49,6 +51,17 @@ GenerationResult Generator::generate(const GenerationInput& in, const TextSink& 
     return delivered;
   };
   hooks.stop_now = stop_now;
+  // The prompt's state for the prefix cache: at its end, or (K3) first prefilled up to all but its
+  // last position and saved there, the last position then run by the loop.
+  const std::span<const int32_t> prompt(in.prompt);
+  const int64_t save_at = sessions_.prompt_save_point(prompt);
+  if (save_at == r.prompt_tokens) hooks.decode_start = [&] { sessions_.prompt_prefilled(prompt); };
+  if (save_at > request.held && save_at < r.prompt_tokens) {
+    int64_t appended = 0;
+    prefill_prompt(sessions_.session(), prompt.first(static_cast<size_t>(save_at)), request.held, chunk_, stop_now, nullptr, appended);
+    request.held = sessions_.session().position();
+    sessions_.prompt_prefilled(prompt.first(static_cast<size_t>(save_at)));
+  }
   const GenerationOutcome out = run_generation(sessions_.session(), engine_->summary().vocab_size, sampler, request, hooks);
   r.ids = out.generated;
   r.finish_reason = out.finish == FinishReason::kStop ? "stop" : out.finish == FinishReason::kCancelled ? "cancelled" : "length";

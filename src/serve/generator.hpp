@@ -1,5 +1,5 @@
 // One generation on the server's engine, by the loop `deltafin run` uses (decode/generation.hpp):
-// the prompt prefilled (reusing the cached session's common prefix), the first token from the
+// the prompt prefilled (keeping a held session's common prefix, session_cache.hpp), the first token from the
 // prefill's logits, then speculative steps (greedy requests only: the drafter was built for
 // greedy decoding; sampled requests decode plainly), ending at a stop token, a stop string or
 // max_tokens. Text goes out UTF-8-safe, with text that could start a stop string held back, as
@@ -16,6 +16,7 @@
 #include <deltafin/engine.hpp>
 
 #include "decode/drafter.hpp"
+#include "decode/prefix_cache.hpp"
 #include "decode/generation.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
@@ -38,7 +39,7 @@ struct GenerationResult {
   std::vector<int32_t> ids;        // the generated ids (what the receipt hashes)
   std::string finish_reason;       // "stop", "length", or "cancelled" (stop_now said so)
   int64_t prompt_tokens = 0;
-  int64_t reused_tokens = 0;       // prompt positions kept from the previous request
+  int64_t reused_tokens = 0;       // prompt positions kept from a held session or the prefix cache
   double first_token_seconds = 0;  // from the start of prefill to the first token
   double decode_seconds = 0;
   int64_t decode_passes = 0;
@@ -47,9 +48,11 @@ struct GenerationResult {
 class Generator {
  public:
   // drafter may be nullptr (a greedy one: sampled requests decode without it). reuse_sessions
-  // false: no prefix is kept between requests.
+  // false: no prefix is kept between requests. The held sessions share the engine's planned
+  // state (ModelSummary::planned_state_bytes).
+  // prefix_cache: --prefix-cache (nullptr: none), over `engine`.
   Generator(const std::string& model_dir, std::unique_ptr<Engine> engine, std::unique_ptr<Drafter> drafter, const SpeculativeOptions& speculative,
-            int64_t chunk, bool reuse_sessions);
+            int64_t chunk, bool reuse_sessions, std::unique_ptr<PrefixCache> prefix_cache = nullptr);
 
   std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages) const;
   std::vector<int32_t> text_prompt(const std::string& text) const;
@@ -58,7 +61,7 @@ class Generator {
 
   const Engine& engine() const { return *engine_; }
   ChatStyle chat_style() const { return chat_style_; }
-  uint64_t state_bytes() const { return sessions_.session().state_bytes(); }
+  SessionCacheStats session_stats() const { return sessions_.stats(); }
 
  private:
   std::unique_ptr<Engine> engine_;
@@ -68,6 +71,7 @@ class Generator {
   ChatStyle chat_style_;
   std::vector<int32_t> chat_stop_ids_;
   int64_t chunk_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // (before sessions_, which writes to it until destroyed)
   SessionCache sessions_;
 };
 

@@ -43,7 +43,9 @@ void answer_error(ResponseWriter& writer, const ApiError& error, const HeaderLis
 }  // namespace
 
 HttpServer::HttpServer(Generator& generator, const ServerOptions& options, ConnectionLoop& loop)
-    : generator_(generator), options_(options), admission_(options.max_waiting), loop_(loop), started_(unix_seconds()) {}
+    : generator_(generator), options_(options), admission_(options.max_waiting), loop_(loop), started_(unix_seconds()) {
+  metrics_.set_engine_snapshot(generator_.engine().stats(), generator_.session_stats());
+}
 
 void HttpServer::serve() {
   loop_.run([this](const HttpRequest& request, ResponseWriter& writer) { handle(request, writer); },
@@ -120,7 +122,7 @@ void HttpServer::handle_completion(const HttpRequest& http_request, ResponseWrit
     auto stop_now = [&] { return shutting_down_.load() || writer.peer_has_closed(); };
     auto finish = [this](const GenerationResult& result) {
       metrics_.count_generation(result);
-      metrics_.set_engine_snapshot(generator_.engine().stats(), generator_.state_bytes());
+      metrics_.set_engine_snapshot(generator_.engine().stats(), generator_.session_stats());
     };
 
     if (!request.stream) {

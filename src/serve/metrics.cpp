@@ -49,10 +49,10 @@ void Metrics::count_generation(const GenerationResult& r) {
   last_first_token_seconds_ = r.first_token_seconds;
 }
 
-void Metrics::set_engine_snapshot(const EngineStats& stats, uint64_t state_bytes) {
+void Metrics::set_engine_snapshot(const EngineStats& stats, const SessionCacheStats& sessions) {
   std::lock_guard lock(mutex_);
   engine_ = stats;
-  state_bytes_ = state_bytes;
+  sessions_ = sessions;
 }
 
 std::string Metrics::render(bool running, int queue_waiting, uint64_t memory_budget) const {
@@ -65,7 +65,7 @@ std::string Metrics::render(bool running, int queue_waiting, uint64_t memory_bud
   single(out, "deltafin_generations_cancelled_total", "counter", "Generations stopped by a disconnect or shutdown",
          cancelled_);
   single(out, "deltafin_prompt_tokens_total", "counter", "Prompt tokens of all generations", prompt_tokens_);
-  single(out, "deltafin_prompt_tokens_reused_total", "counter", "Prompt tokens kept from the previous request's session",
+  single(out, "deltafin_prompt_tokens_reused_total", "counter", "Prompt tokens kept from a held session (not prefilled again)",
          reused_tokens_);
   single(out, "deltafin_completion_tokens_total", "counter", "Generated tokens", completion_tokens_);
   single(out, "deltafin_decode_tokens_per_second", "gauge", "Decode speed of the last generation",
@@ -90,7 +90,29 @@ std::string Metrics::render(bool running, int queue_waiting, uint64_t memory_bud
   for (const DriveReport& d : engine_.drives)
     out += fmt::format("deltafin_drive_gigabytes_per_second{{drive=\"{}\"}} {:.4f}\n", label(d.path),
                        d.busy_seconds > 0 ? d.bytes / 1e9 / d.busy_seconds : 0.0);
-  single(out, "deltafin_state_bytes", "gauge", "KV cache and recurrent state of the kept session", state_bytes_);
+  metric(out, "deltafin_prefix_hits_total", "counter", "Requests that kept a prefix, by where it was held");
+  out += fmt::format("deltafin_prefix_hits_total{{source=\"memory\"}} {}\n", sessions_.hits);
+  if (sessions_.disk) out += fmt::format("deltafin_prefix_hits_total{{source=\"disk\"}} {}\n", sessions_.disk_stats.hits);
+  metric(out, "deltafin_prefix_positions_saved_total", "counter", "Prompt positions those prefixes saved from prefill");
+  out += fmt::format("deltafin_prefix_positions_saved_total{{source=\"memory\"}} {}\n", sessions_.positions_saved);
+  if (sessions_.disk)
+    out += fmt::format("deltafin_prefix_positions_saved_total{{source=\"disk\"}} {}\n", sessions_.disk_stats.positions_saved);
+  single(out, "deltafin_sessions_held", "gauge", "Sessions held in memory between requests", sessions_.sessions);
+  single(out, "deltafin_sessions_dropped_total", "counter", "Sessions dropped (least recently used) to fit the state budget",
+         sessions_.dropped);
+  single(out, "deltafin_state_bytes", "gauge", "KV cache and recurrent state of the held sessions", sessions_.bytes);
+  if (sessions_.disk) {
+    single(out, "deltafin_prefix_cache_saves_total", "counter", "Session states written to the prefix cache",
+           sessions_.disk_stats.saves);
+    single(out, "deltafin_prefix_cache_written_bytes_total", "counter", "State bytes written to the prefix cache",
+           sessions_.disk_stats.bytes_written);
+    single(out, "deltafin_prefix_cache_evictions_total", "counter", "Prefix cache entries removed to keep its budget",
+           sessions_.disk_stats.evictions);
+    single(out, "deltafin_prefix_cache_ignored_total", "counter", "Damaged, truncated or foreign prefix cache entries passed over",
+           sessions_.disk_stats.ignored);
+  }
+  single(out, "deltafin_state_budget_bytes", "gauge", "What the held sessions share: the memory plan's planned state",
+         sessions_.budget_bytes);
   single(out, "deltafin_memory_peak_rss_bytes", "gauge", "Peak resident memory of the server", peak_rss_bytes());
   single(out, "deltafin_memory_budget_bytes", "gauge", "Spine + expert budget + planned state + runtime allowance",
          memory_budget);

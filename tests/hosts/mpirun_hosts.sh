@@ -14,7 +14,10 @@ command -v mpirun > /dev/null || { echo "mpirun_hosts: SKIPPED: no mpirun (scrip
 work=$(mktemp -d "${TMPDIR:-/tmp}/deltafin-hosts.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 # Root in CI; --oversubscribe: 3 ranks on a machine of 2 cores. Threads: 1 per rank.
-mpirun=(mpirun --oversubscribe --bind-to none)
+# Every rank this script starts carries its tag, so the fault cases stop only this test's ranks
+# (never another deltafin on the machine).
+tag="deltafin-hosts-test-$$"
+mpirun=(mpirun --oversubscribe --bind-to none -x "DELTAFIN_TEST_RUN=$tag")
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 mpi=("${mpirun[@]}" -n 3)
 # No shared-memory transport: the messages take the network path, on loopback only.
@@ -60,13 +63,21 @@ done
 [ $failed = 0 ] || { echo "--- stderr of the multi-host runs:"; tail -20 "$work/three.err"; }
 
 # --- faults ----------------------------------------------------------------------------------
-# The pid of rank R of the mpirun whose pid is $1 (its environment says its rank).
-rank_pid() {
-  local p
+# The pids of this script's ranks (their environment carries its tag); only rank $1 when given.
+test_ranks() {
+  local p env
   for p in $(pgrep -x "$name" || true); do
-    tr '\0' '\n' 2>/dev/null < "/proc/$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$2" || continue
-    [ "$p" != "$1" ] && { echo "$p"; return; }
+    env=$(tr '\0' '\n' 2>/dev/null < "/proc/$p/environ") || continue
+    grep -qx "DELTAFIN_TEST_RUN=$tag" <<< "$env" || continue
+    [ -z "${1:-}" ] || grep -qx "OMPI_COMM_WORLD_RANK=$1" <<< "$env" || continue
+    echo "$p"
   done
+}
+# Stops what is left of this script's ranks.
+stop_ranks() {
+  local p
+  for p in $(test_ranks); do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
+  return 0
 }
 name=$(basename "$bin")
 # fault NAME SIGNAL: a long run on 3 hosts; rank 2 gets SIGNAL once it has started.
@@ -75,7 +86,7 @@ fault() {
     --host-timeout 3 > "$work/fault.out" 2> "$work/fault.err" &
   local job=$! pid="" i
   for i in $(seq 1 100); do
-    pid=$(rank_pid "$job" 2); [ -n "$pid" ] && [ -s "$work/fault.out" ] && break
+    pid=$(test_ranks 2 | head -1); [ -n "$pid" ] && [ -s "$work/fault.out" ] && break
     sleep 0.1
   done
   [ -n "$pid" ] && kill -"$2" "$pid"
@@ -87,12 +98,12 @@ rc=$(fault "hang" STOP)
 check "a host that hangs: one line naming it, exit 1" \
   "$([ "$rc" = 1 ] && grep -q "deltafin: host .* (rank 2) did not answer within 3 s" "$work/fault.err"; echo $?)" \
   "exit $rc: $(head -5 "$work/fault.err")"
-pkill -CONT -x "$name"; pkill -9 -x "$name"
+stop_ranks
 rc=$(fault "dies" KILL)
 check "a host that dies: mpirun names it, the run stops (exit $rc)" \
   "$([ "$rc" != 0 ] && ! grep -q hung "$work/fault.err" && grep -q "rank 2" "$work/fault.err"; echo $?)" \
   "exit $rc: $(head -8 "$work/fault.err")"
-pkill -9 -x "$name"
+stop_ranks
 
 # Another model, placement or build on one host (mpirun's MPMD form: one rank differs).
 args=(-m "$model" -p x -n 4 --draft off --threads 1 --host-timeout 20)

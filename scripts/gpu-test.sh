@@ -76,6 +76,25 @@ exact_chunks() {
 export -f exact_chunks
 step exact-chunks exact_chunks
 
+# Prefill passes the plan sizes (a whole 2,048-token prompt in one pass) against passes of 64 on
+# CUDA: the same greedy ids (issue 36); and a session's saved state reloaded gives the same
+# logits on every backend present ([prefix-cache]).
+long_pass() {
+  local ids plan chunked  # 2,048 ids inside the tiny fixtures' vocabularies (288 and 320 tokens)
+  ids=$(seq 0 2047 | awk '{printf "%s%d", (NR > 1 ? "," : ""), 5 + ($1 * 7) % 280}')
+  for model in models/default tests/fixtures/k3_tiny_mxfp4 tests/fixtures/dsv3_tiny; do
+    plan=$("$bin" run --backend cuda -m "$model" --tokens "$ids" -n 8 --ids --ignore-eos --draft off \
+      --stats-json "$report/long-$(basename "$model").json") || return 1
+    chunked=$("$bin" run --backend cuda -m "$model" --tokens "$ids" -n 8 --ids --ignore-eos --draft off --chunk 64) || return 1
+    echo "$model plan:     $plan"; echo "$model chunk 64: $chunked"
+    grep -o '"read_over_union": [0-9.]*' "$report/long-$(basename "$model").json"
+    [ "$plan" = "$chunked" ] || return 1
+  done
+}
+export -f long_pass
+step long-pass long_pass
+step prefix-cache "$tests" "[prefix-cache]"
+
 # Speculative greedy equals plain greedy on CUDA: the bundled model with its bundled draft and
 # with the n-gram drafter.
 exact_speculation() {
@@ -131,6 +150,17 @@ if [ "${GPU_TEST_BENCH:-1}" != 0 ]; then
   export -f k3_run
   step k3-cold k3_run cold 0.6 1
   step k3-warm k3_run warm 12 "$prompt"
+  k3_long() {  # a 2,048-token prompt at K3's per-layer shapes: the plan's pass against passes of 64
+    local ids plan chunked; ids=$(csv_range 5 2052)
+    plan=$("$bin" run --backend cuda -m "$model" --tokens "$ids" -n 4 --ids --ignore-eos --draft off --cache-gb 12 \
+      --stats-json "$report/k3-long.json") || return 1
+    chunked=$("$bin" run --backend cuda -m "$model" --tokens "$ids" -n 4 --ids --ignore-eos --draft off --cache-gb 12 \
+      --chunk 64 --stats-json "$report/k3-long-64.json") || return 1
+    echo "plan: $plan"; echo "chunk 64: $chunked"
+    [ "$plan" = "$chunked" ]
+  }
+  export -f k3_long
+  step k3-long k3_long
   step k3-cpu-ids "$bin" run --backend cpu -m "$model" --tokens 1 -n 8 --ids --ignore-eos --draft off --cache-gb 0.6 \
     --stats-json "$report/k3-cpu.json"
   # A device budget below the spine (issue 34): the K3-shaped model's 7.4 GB spine streamed through

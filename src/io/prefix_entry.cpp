@@ -3,31 +3,15 @@
 
 #include <xxhash.h>
 
-#include <bit>
 #include <cstring>
 
+#include "util/byte_values.hpp"
 #include "util/error.hpp"
 
 namespace deltafin {
 namespace {
 
-static_assert(std::endian::native == std::endian::little, "prefix cache entries are little-endian");
-
 constexpr char kMagic[8] = {'D', 'F', 'P', 'R', 'E', 'F', 'X', '1'};
-
-template <typename T>
-void put_value(std::vector<std::byte>& out, T value) {
-  const size_t at = out.size();
-  out.resize(at + sizeof(T));
-  std::memcpy(out.data() + at, &value, sizeof(T));
-}
-
-template <typename T>
-T get_value(std::span<const std::byte> bytes, size_t at) {
-  T value;
-  std::memcpy(&value, bytes.data() + at, sizeof(T));
-  return value;
-}
 
 }  // namespace
 

@@ -1,31 +1,15 @@
 // A token timeline's state as bytes: the header (see state_bytes.hpp).
 #include "model/state_bytes.hpp"
 
-#include <bit>
 #include <cstring>
 
+#include "util/byte_values.hpp"
 #include "util/error.hpp"
 
 namespace deltafin {
 namespace {
 
-static_assert(std::endian::native == std::endian::little, "state bytes are little-endian");
-
 constexpr char kMagic[8] = {'D', 'F', 'S', 'T', 'A', 'T', 'E', '1'};
-
-template <typename T>
-void put_value(std::vector<std::byte>& out, T value) {
-  const size_t at = out.size();
-  out.resize(at + sizeof(T));
-  std::memcpy(out.data() + at, &value, sizeof(T));
-}
-
-template <typename T>
-T get_value(std::span<const std::byte> bytes, size_t at) {
-  T value;
-  std::memcpy(&value, bytes.data() + at, sizeof(T));
-  return value;
-}
 
 const char* family_name(uint32_t family) {
   return family == kK2StateFamily ? "kimi_k2" : family == kK3StateFamily ? "kimi_k3" : "unknown";

@@ -34,7 +34,7 @@ std::string state_fingerprint(const WeightIndex& index, const ExpertTable& exper
   const uint64_t weights = XXH3_64bits_digest(sum);
   XXH3_freeState(sum);
   std::string numerics = fmt::format("{} {}", backend.name(), cpu::simd_current());
-  if (std::string(backend.name()) != "cpu") numerics += " " + backend.describe();
+  if (std::string(backend.name()) != "cpu") numerics.append(" ").append(backend.describe());
   return fmt::format("model {} weights {:016x} backend {} build {}", model_fingerprint(experts), weights, numerics,
                      hosts::build_version());
 }

@@ -21,16 +21,13 @@ std::vector<std::byte> prefix_entry_head(uint32_t format_version, const std::str
     fail("prefix cache: model fingerprint of {} bytes (at most {})", fingerprint.size(), kPrefixEntryMaxFingerprint);
   std::vector<std::byte> out;
   out.reserve(kPrefixEntryHeaderBytes + fingerprint.size() + tokens.size_bytes());
-  const auto* magic = reinterpret_cast<const std::byte*>(kMagic);
-  out.insert(out.end(), magic, magic + sizeof(kMagic));
+  put_bytes(out, kMagic, sizeof(kMagic));
   put_value<uint32_t>(out, format_version);
   put_value<uint32_t>(out, static_cast<uint32_t>(fingerprint.size()));
   put_value<uint64_t>(out, tokens.size());
   put_value<uint64_t>(out, payload_bytes);
-  const auto* fp = reinterpret_cast<const std::byte*>(fingerprint.data());
-  out.insert(out.end(), fp, fp + fingerprint.size());
-  const auto* ids = reinterpret_cast<const std::byte*>(tokens.data());
-  out.insert(out.end(), ids, ids + tokens.size_bytes());
+  put_bytes(out, fingerprint.data(), fingerprint.size());
+  put_bytes(out, tokens.data(), tokens.size_bytes());
   return out;
 }
 

@@ -20,8 +20,7 @@ const char* family_name(uint32_t family) {
 std::vector<std::byte> state_bytes_head(const StateLayout& layout) {
   std::vector<std::byte> out;
   out.reserve(kStateHeaderBytes + layout.dims.size() * sizeof(int64_t) + layout.payload_bytes);
-  const auto* magic = reinterpret_cast<const std::byte*>(kMagic);
-  out.insert(out.end(), magic, magic + sizeof(kMagic));
+  put_bytes(out, kMagic, sizeof(kMagic));
   put_value<uint32_t>(out, layout.family);
   put_value<uint32_t>(out, static_cast<uint32_t>(layout.dims.size()));
   put_value<uint64_t>(out, static_cast<uint64_t>(layout.positions));

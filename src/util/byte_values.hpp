@@ -22,6 +22,14 @@ void put_value(std::vector<std::byte>& out, T value) {
   std::memcpy(out.data() + at, &value, sizeof(T));
 }
 
+// n bytes from data appended (resize and copy: GCC 12 warns falsely on vector::insert of bytes).
+inline void put_bytes(std::vector<std::byte>& out, const void* data, size_t n) {
+  if (n == 0) return;
+  const size_t at = out.size();
+  out.resize(at + n);
+  std::memcpy(out.data() + at, data, n);
+}
+
 template <typename T>
 T get_value(std::span<const std::byte> bytes, size_t at) {
   static_assert(std::is_trivially_copyable_v<T>);

@@ -3,7 +3,6 @@
 // model, every backend present), greedy ids equal the transformers goldens after a restore,
 // damaged / truncated / foreign entries are ignored with one warning, the budget evicts, and
 // `deltafin run --prefix-cache` (twice, continued, by several processes at once, bad DIR).
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include "decode/prefix_cache.hpp"
 #include "io/prefix_entry.hpp"
 #include "io/prefix_store.hpp"
+#include "prefix_test_util.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -33,36 +33,8 @@ namespace {
 
 const std::string kBundled = test::fixtures_dir() + "/../../models/default";
 
-// A fresh directory, removed at the end.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    static int serial = 0;
-    path = fs::temp_directory_path() / ("deltafin-pcache-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(serial++));
-    fs::remove_all(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
-
-// Captures what spdlog prints while it lives.
-struct LogCapture {
-  std::ostringstream text;
-  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  LogCapture() {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text);
-    sink->set_pattern("%l %v");
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous); }
-  int lines() const {
-    const std::string s = text.str();
-    return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
-  }
-};
+using test::LogCapture;
+using test::TempDir;
 
 std::unique_ptr<Engine> open_engine(const std::string& dir, const std::string& backend = "cpu", int64_t chunk = 3) {
   EngineOptions o;

@@ -1,7 +1,6 @@
 // The persistent prefix cache's directory (io/prefix_store.hpp, issue 36 item 3): round trip,
 // longest prefix, damaged/truncated/foreign entries, LRU eviction within the byte budget,
 // processes sharing one directory, a directory that cannot be made.
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,6 +18,8 @@
 #include "io/prefix_store.hpp"
 #include "util/error.hpp"
 
+#include "prefix_test_util.hpp"
+
 namespace fs = std::filesystem;
 using deltafin::PrefixHit;
 using deltafin::PrefixStore;
@@ -28,35 +29,8 @@ namespace {
 constexpr uint32_t kFormat = 3;
 const std::string kFingerprint = "model-fingerprint-A";
 
-// A fresh directory, removed at the end.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    static int serial = 0;
-    path = fs::temp_directory_path() / ("deltafin-prefix-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(serial++));
-    fs::remove_all(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-// Captures what spdlog prints while it lives.
-struct LogCapture {
-  std::ostringstream text;
-  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  LogCapture() {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text);
-    sink->set_pattern("%l %v");
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous); }
-  int lines() const {
-    const std::string s = text.str();
-    return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
-  }
-};
+using deltafin::test::LogCapture;
+using deltafin::test::TempDir;
 
 std::vector<int32_t> tokens_upto(int n, int32_t seed = 100) {
   std::vector<int32_t> t;

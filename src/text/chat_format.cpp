@@ -114,7 +114,8 @@ std::vector<PromptSegment> render_plain(const std::vector<ChatMessage>& messages
 
 ChatStyle detect_chat_style(const Tokenizer& t) {
   if (t.special_id("<|open|>") && t.special_id("<|end_of_msg|>")) return ChatStyle::KimiK3;
-  if (t.special_id("<|im_middle|>") && t.special_id("<|im_end|>")) return ChatStyle::KimiK2;
+  if (t.special_id("<|im_middle|>") && t.special_id("<|im_end|>"))
+    return t.special_id("<think>") && t.special_id("</think>") ? ChatStyle::KimiK2Thinking : ChatStyle::KimiK2;
   if (t.special_id("<｜User｜>") && t.special_id("<｜Assistant｜>")) return ChatStyle::DeepSeekV3;
   return ChatStyle::Plain;
 }
@@ -122,16 +123,18 @@ ChatStyle detect_chat_style(const Tokenizer& t) {
 const char* chat_style_name(ChatStyle style) {
   switch (style) {
     case ChatStyle::KimiK2: return "kimi-k2";
+    case ChatStyle::KimiK2Thinking: return "kimi-k2-thinking";
     case ChatStyle::KimiK3: return "kimi-k3";
     case ChatStyle::Plain: return "plain";
     default: return "deepseek-v3";
   }
 }
 
-std::vector<PromptSegment> render_chat(ChatStyle style, const std::vector<ChatMessage>& messages,
-                                       bool add_generation_prompt) {
+std::vector<PromptSegment> render_chat(ChatStyle style, const std::vector<ChatMessage>& messages, const ChatOptions& options) {
+  const bool add_generation_prompt = options.add_generation_prompt;
   switch (style) {
-    case ChatStyle::KimiK2: return render_k2(messages, add_generation_prompt);
+    case ChatStyle::KimiK2:
+    case ChatStyle::KimiK2Thinking: return render_k2(messages, add_generation_prompt);
     case ChatStyle::KimiK3: return render_k3(messages, add_generation_prompt);
     case ChatStyle::Plain: return render_plain(messages, add_generation_prompt);
     default: return render_deepseek_v3(messages, add_generation_prompt);
@@ -156,7 +159,8 @@ std::vector<int32_t> encode_segments(const Tokenizer& tokenizer, const std::vect
 std::vector<int32_t> chat_stop_ids(ChatStyle style, const Tokenizer& tokenizer) {
   std::vector<const char*> names;
   switch (style) {
-    case ChatStyle::KimiK2: names = {"<|im_end|>", "[EOS]"}; break;
+    case ChatStyle::KimiK2:
+    case ChatStyle::KimiK2Thinking: names = {"<|im_end|>", "[EOS]"}; break;
     case ChatStyle::KimiK3: names = {"<|end_of_msg|>", "[EOS]"}; break;
     case ChatStyle::Plain: break;
     default: names = {"<｜end▁of▁sentence｜>"};

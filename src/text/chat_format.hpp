@@ -9,6 +9,9 @@
 //   DeepSeek-V3: <｜begin▁of▁sentence｜>SYSTEM<｜User｜>TEXT<｜Assistant｜>
 //   Plain (a tokenizer with none of these, e.g. the bundled model): a transcript of ordinary text,
 //                "System: TEXT\n\nUser: TEXT\n\nAssistant:" (no control tokens, no stop tokens).
+// Kimi K2-Thinking (K2's tokens plus <think> and </think>) has its own template. Tools, tool calls,
+// tool results and earlier reasoning are rendered as each family's official template does
+// (docs/chat-formats.md).
 #pragma once
 
 #include <cstdint>
@@ -16,14 +19,37 @@
 #include <vector>
 
 #include "text/tokenizer.hpp"
+#include "util/json_value.hpp"
 
 namespace deltafin {
 
-enum class ChatStyle { KimiK2, KimiK3, DeepSeekV3, Plain };
+enum class ChatStyle { KimiK2, KimiK2Thinking, KimiK3, DeepSeekV3, Plain };
+
+// A call of a tool, as an assistant message carries it (OpenAI's tool_calls entries).
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text, as the client (or the model) wrote it
+};
 
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant"
+  std::string role;     // "system", "user", "assistant", "tool"
   std::string content;
+  bool content_null = false;       // content was null or absent (an assistant turn that only calls tools)
+  std::string name;                // the participant's name, when given
+  std::string reasoning_content;   // assistant: the turn's reasoning, when the client sends it back
+  std::vector<ToolCall> tool_calls;  // assistant
+  std::string tool_call_id;        // tool: the call this result answers
+};
+
+// What a chat template is given besides the messages.
+struct ChatOptions {
+  const JsonValue* tools = nullptr;  // the request's `tools` array; nullptr or empty: none declared
+  std::string tool_choice;           // "", "auto", "none", "required" or a function's name
+  std::string response_format;       // "", "json_object" or "json_schema"
+  const JsonValue* response_schema = nullptr;  // json_schema's schema
+  bool add_generation_prompt = true;
+  bool thinking = true;  // Kimi K3: open the think block (else the response block)
 };
 
 struct PromptSegment {
@@ -36,8 +62,13 @@ ChatStyle detect_chat_style(const Tokenizer& tokenizer);
 const char* chat_style_name(ChatStyle style);
 
 // Renders a conversation and, when add_generation_prompt, the opening of the assistant's turn.
-std::vector<PromptSegment> render_chat(ChatStyle style, const std::vector<ChatMessage>& messages,
-                                       bool add_generation_prompt);
+std::vector<PromptSegment> render_chat(ChatStyle style, const std::vector<ChatMessage>& messages, const ChatOptions& options);
+inline std::vector<PromptSegment> render_chat(ChatStyle style, const std::vector<ChatMessage>& messages,
+                                              bool add_generation_prompt) {
+  ChatOptions options;
+  options.add_generation_prompt = add_generation_prompt;
+  return render_chat(style, messages, options);
+}
 
 // Tokenizes segments one by one; throws when a control token is not in the vocabulary.
 std::vector<int32_t> encode_segments(const Tokenizer& tokenizer, const std::vector<PromptSegment>& segments);

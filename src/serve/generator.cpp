@@ -14,13 +14,13 @@ Generator::Generator(const std::string& model_dir, std::unique_ptr<Engine> engin
       speculative_(speculative),
       tokenizer_(load_tokenizer(model_dir)),
       chat_style_(detect_chat_style(*tokenizer_)),
-      chat_stop_ids_(chat_stop_ids(chat_style_, *tokenizer_)),
+      chat_stop_ids_(deltafin::chat_stop_ids(chat_style_, *tokenizer_)),
       chunk_(std::max<int64_t>(chunk, 1)),
       prefix_cache_(std::move(prefix_cache)),
       sessions_(*engine_, reuse_sessions, engine_->summary().planned_state_bytes, prefix_cache_.get()) {}
 
-std::vector<int32_t> Generator::chat_prompt(const std::vector<ChatMessage>& messages) const {
-  return encode_segments(*tokenizer_, render_chat(chat_style_, messages, true));
+std::vector<int32_t> Generator::chat_prompt(const std::vector<ChatMessage>& messages, const ChatOptions& options) const {
+  return encode_segments(*tokenizer_, render_chat(chat_style_, messages, options));
 }
 
 std::vector<int32_t> Generator::text_prompt(const std::string& text) const { return tokenizer_->encode(text, true); }

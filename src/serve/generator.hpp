@@ -20,6 +20,7 @@
 #include "decode/generation.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
+#include "decode/token_constraint.hpp"
 #include "serve/session_cache.hpp"
 #include "text/chat_format.hpp"
 #include "text/tokenizer.hpp"
@@ -32,6 +33,7 @@ struct GenerationInput {
   int64_t max_tokens = 0;
   std::vector<std::string> stops;
   bool chat = false;  // chat requests also stop at the chat format's end-of-turn tokens
+  TokenConstraint* constraint = nullptr;  // structured output or a forced tool call (decode/token_constraint.hpp)
 };
 
 struct GenerationResult {
@@ -54,12 +56,14 @@ class Generator {
   Generator(const std::string& model_dir, std::unique_ptr<Engine> engine, std::unique_ptr<Drafter> drafter, const SpeculativeOptions& speculative,
             int64_t chunk, bool reuse_sessions, std::unique_ptr<PrefixCache> prefix_cache = nullptr);
 
-  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages) const;
+  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, const ChatOptions& options) const;
   std::vector<int32_t> text_prompt(const std::string& text) const;
 
   GenerationResult generate(const GenerationInput& input, const TextSink& sink, const StopNow& stop_now);
 
   const Engine& engine() const { return *engine_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const std::vector<int32_t>& chat_stop_ids() const { return chat_stop_ids_; }
   ChatStyle chat_style() const { return chat_style_; }
   SessionCacheStats session_stats() const { return sessions_.stats(); }
 

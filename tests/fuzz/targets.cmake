@@ -23,7 +23,8 @@ deltafin_fuzzer(tiktoken_ranks CORPUS tiktoken-corpus SOURCES ${DELTAFIN_TEXT_SO
 deltafin_fuzzer(encode CORPUS encode-corpus SOURCES ${DELTAFIN_TEXT_SOURCES} ${DELTAFIN_FUZZ_SRC}/text/chat_format.cpp
                 LIBS PkgConfig::PCRE2 PkgConfig::ICU DEFINES DELTAFIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 deltafin_fuzzer(http_head CORPUS http-head-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/http_request_head.cpp)
-deltafin_fuzzer(request CORPUS request-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/request.cpp)
+deltafin_fuzzer(request CORPUS request-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/request.cpp ${DELTAFIN_FUZZ_SRC}/serve/chat_request.cpp
+                ${DELTAFIN_FUZZ_SRC}/util/json_value.cpp)
 deltafin_fuzzer(hosts_wire CORPUS hosts-wire-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/hosts/wire.cpp)
 deltafin_fuzzer(prefix_entry CORPUS prefix-entry-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/io/prefix_entry.cpp)

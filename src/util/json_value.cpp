@@ -87,12 +87,14 @@ JsonValue from_element(simdjson::dom::element e) {
     case element_type::STRING: return JsonValue::string(std::string(e.get_string().value_unsafe()));
     case element_type::ARRAY: {
       std::vector<JsonValue> items;
-      for (simdjson::dom::element item : e.get_array().value_unsafe()) items.push_back(from_element(item));
+      const simdjson::dom::array array = e.get_array().value_unsafe();  // a copy: the result is a temporary
+      for (simdjson::dom::element item : array) items.push_back(from_element(item));
       return JsonValue::array(std::move(items));
     }
     default: {
       std::vector<JsonValue::Member> members;
-      for (simdjson::dom::key_value_pair kv : e.get_object().value_unsafe())
+      const simdjson::dom::object object = e.get_object().value_unsafe();  // a copy: the result is a temporary
+      for (simdjson::dom::key_value_pair kv : object)
         members.emplace_back(std::string(kv.key), from_element(kv.value));
       return JsonValue::object(std::move(members));
     }

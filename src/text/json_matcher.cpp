@@ -79,6 +79,7 @@ uint32_t JsonMatcher::depth(int32_t top) const {
 bool JsonMatcher::push(uint8_t byte) {
   const size_t arena_before = arena_.size();
   next_.clear();
+  expansions_ = 0;
   for (int32_t top : threads_) step(top, byte, next_);
   if (next_.empty()) {
     arena_.resize(arena_before);
@@ -143,7 +144,9 @@ void JsonMatcher::step(int32_t top, uint8_t b, std::vector<int32_t>& out) {
 }
 
 void JsonMatcher::start_value(int32_t parent, int32_t node_index, uint8_t b, std::vector<int32_t>& out, int hops) {
-  if (node_index < 0 || hops > 16) return;
+  // anyOf alternatives expanded per byte: bounded, so that nested alternatives (a small schema can
+  // nest them exponentially through $ref) cost a bounded amount of work.
+  if (node_index < 0 || hops > 16 || ++expansions_ > kMaxExpansions) return;
   const SchemaNode& n = schema_->nodes[node_index];
   if (!n.any_of.empty()) {
     for (int32_t alt : n.any_of) start_value(parent, alt, b, out, hops + 1);

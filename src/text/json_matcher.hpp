@@ -27,6 +27,7 @@ class JsonMatcher : public ByteMatcher {
   static constexpr uint32_t kMaxNumberBytes = 32;
   static constexpr size_t kMaxThreads = 64;  // alternatives alive at once (more are dropped)
   static constexpr size_t kMaxDepth = 128;   // nesting of arrays and objects
+  static constexpr uint32_t kMaxExpansions = 1024;  // schema nodes a byte may start values of
 
   explicit JsonMatcher(std::shared_ptr<const CompiledSchema> schema);
 
@@ -64,6 +65,7 @@ class JsonMatcher : public ByteMatcher {
   std::vector<Frame> arena_;
   std::vector<int32_t> threads_;  // the top frame of each thread
   std::vector<int32_t> next_;
+  uint32_t expansions_ = 0;
   struct Undo {
     size_t arena, log, count;
   };

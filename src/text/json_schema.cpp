@@ -204,7 +204,8 @@ class Compiler {
     SchemaNode node;
     for (size_t i = 0; i < list.items().size(); ++i) {
       const int32_t alt = compile(list.items()[i], join(path, std::to_string(i)), depth + 1);
-      if (alt != CompiledSchema::kNever) node.any_of.push_back(alt);
+      if (alt != CompiledSchema::kNever && std::find(node.any_of.begin(), node.any_of.end(), alt) == node.any_of.end())
+        node.any_of.push_back(alt);
     }
     if (node.any_of.empty()) throw SchemaError(path, "no alternative can be satisfied");
     out_.nodes.push_back(std::move(node));
@@ -227,9 +228,11 @@ class Compiler {
       if (target[from] != '/') throw SchemaError(path, "not a JSON pointer: " + target);
       size_t end = target.find('/', from + 1);
       if (end == std::string::npos) end = target.size();
-      std::string token = target.substr(from + 1, end - from - 1);
-      for (size_t p; (p = token.find("~1")) != std::string::npos;) token.replace(p, 2, "/");
-      for (size_t p; (p = token.find("~0")) != std::string::npos;) token.replace(p, 2, "~");
+      std::string token;  // ~1 is '/', ~0 is '~'
+      for (size_t k = from + 1; k < end; ++k) {
+        const bool escape = target[k] == '~' && k + 1 < end && (target[k + 1] == '0' || target[k + 1] == '1');
+        token += escape ? (target[++k] == '0' ? '~' : '/') : target[k];
+      }
       const JsonValue* next = nullptr;
       if (at->is_object()) {
         next = at->find(token);

@@ -2,6 +2,7 @@
 #include "decode/generation.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "text/stop_strings.hpp"
 #include "text/utf8_stream.hpp"
@@ -57,6 +58,29 @@ GenerationOutcome run_generation(Session& session, int64_t vocab, Sampler& sampl
     return static_cast<int64_t>(out.generated.size()) < request.max_tokens;
   };
 
+  // Under a constraint: the logits masked, sampled, and the token accepted; -1 when it left none.
+  TokenConstraint* constraint = request.constraint;
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  auto pick = [&](std::vector<float> scores) -> int32_t {
+    const auto t0 = Clock::now();
+    constraint->mask(scores);
+    ++out.constraint_steps;
+    const bool none = std::none_of(scores.begin(), scores.end(), [](float s) { return s > -std::numeric_limits<float>::infinity(); });
+    out.constraint_seconds += seconds_since(t0);
+    if (none) return -1;
+    const int32_t token = sampler.sample(scores);
+    const auto t1 = Clock::now();
+    constraint->accept(token);
+    out.constraint_seconds += seconds_since(t1);
+    return token;
+  };
+  // The constraint allows nothing more: the generation ends ("stop").
+  auto constraint_done = [&] {
+    if (!constraint || !constraint->finished()) return false;
+    out.finish = FinishReason::kStop;
+    return true;
+  };
+
   SpeculativeDecoder decoder(session, request.drafter, sampler, vocab, request.speculative);
   std::vector<int32_t> context(request.prompt.begin(), request.prompt.end());
   std::vector<int32_t> committed_after_end;  // a step's tokens past the one that ended generation
@@ -67,17 +91,37 @@ GenerationOutcome run_generation(Session& session, int64_t vocab, Sampler& sampl
     if (stop_now()) {
       out.finish = FinishReason::kCancelled;
     } else {  // the first token comes from the prefill's logits
-      context.push_back(sampler.sample(logits));
-      out.sampled_first = true;
-      out.first_token_at = Clock::now();
-      going = take(context.back());
+      const int32_t first = constraint ? pick(logits) : sampler.sample(logits);
+      if (first < 0) {
+        out.finish = FinishReason::kStop;
+      } else {
+        context.push_back(first);
+        out.sampled_first = true;
+        out.first_token_at = Clock::now();
+        going = take(context.back()) && !constraint_done();
+      }
     }
   }
   out.decode_from = Clock::now();
+  SpeculativeStats plain;  // the steps under a constraint
   while (going) {
     if (!delivered || stop_now()) {
       out.finish = FinishReason::kCancelled;
       break;
+    }
+    if (constraint) {  // a plain step: the pending token scored, the next one picked under the constraint
+      const auto t0 = Clock::now();
+      std::vector<float> scores = session.append(std::span<const int32_t>(&context.back(), 1), false);
+      plain.target_seconds += seconds_since(t0);
+      ++plain.steps, ++plain.committed;
+      const int32_t token = pick(std::move(scores));
+      if (token < 0) {
+        out.finish = FinishReason::kStop;
+        break;
+      }
+      context.push_back(token);
+      going = take(token) && !constraint_done();
+      continue;
     }
     for (int32_t token : decoder.step(context)) {
       if (!going) {
@@ -94,7 +138,7 @@ GenerationOutcome run_generation(Session& session, int64_t vocab, Sampler& sampl
   }
   context.insert(context.end(), committed_after_end.begin(), committed_after_end.end());
   out.committed = std::move(context);
-  out.speculative = decoder.stats();
+  out.speculative = constraint ? plain : decoder.stats();
   return out;
 }
 

@@ -3,7 +3,9 @@
 // prefill's logits, then speculative steps (the target checks every guess, so the tokens are
 // plain decoding's), ending at a stop token, a stop string or max_tokens, or when the stop
 // predicate says so or the text sink fails ("cancelled"). The text goes out UTF-8-safe, with
-// text that could start a stop string held back until it is decided.
+// text that could start a stop string held back until it is decided. With a TokenConstraint
+// (structured output) it decodes plainly: each step's logits masked by the constraint, then
+// sampled and accepted; the constraint finished ends the generation ("stop").
 #pragma once
 
 #include <chrono>
@@ -19,6 +21,7 @@
 #include "decode/drafter.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
+#include "decode/token_constraint.hpp"
 #include "text/tokenizer.hpp"
 
 namespace deltafin {
@@ -40,6 +43,9 @@ struct GenerationRequest {
   const Tokenizer* tokenizer = nullptr;  // nullptr: no text at all (ids only, no stop strings)
   Drafter* drafter = nullptr;            // nullptr: plain decoding
   SpeculativeOptions speculative;
+  // nullptr: unconstrained. Else plain decoding (the drafter unused), every token one the
+  // constraint left; should it leave none, the generation ends ("stop").
+  TokenConstraint* constraint = nullptr;
 };
 
 struct GenerationHooks {
@@ -64,6 +70,8 @@ struct GenerationOutcome {
   Clock::time_point first_token_at;  // when it was sampled
   Clock::time_point decode_from;     // after it was taken (without one: after the prefill)
   SpeculativeStats speculative;      // the decoder's: steps are the target passes of the decode
+  double constraint_seconds = 0;     // in the constraint's mask() and accept(), all steps
+  uint64_t constraint_steps = 0;     // masked steps (the first token's included)
 };
 
 // The prefill stage of the loop: appends prompt[from ..] in passes of `chunk` positions, calling

@@ -2,14 +2,17 @@
 // what each family's own Jinja template renders for every conversation of the corpus (written by
 // tests/chat/render_reference.py with Jinja2; docs/chat-formats.md says how to regenerate them).
 // render_chat must give the same text, control tokens written as their text. Cases where the
-// template itself raises are counted, not compared.
+// template itself raises are counted, not compared. DeepSeek-V3's prompts are also checked id for
+// id against its tokenizer run over the rendered template (transformers.js, $DELTAFIN_TEXT_REF).
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
-#include "test_util.hpp"
+#include "text/hf_bpe_tokenizer.hpp"
 #include "text/chat_format.hpp"
+#include "tokenizer_test_util.hpp"
 #include "util/json_value.hpp"
 
 using namespace deltafin;
@@ -66,6 +69,12 @@ std::string joined(const std::vector<PromptSegment>& segments) {
   return s;
 }
 
+std::vector<ChatMessage> case_messages(const JsonValue& c) {
+  std::vector<ChatMessage> messages;
+  for (const JsonValue& m : c.find("messages")->items()) messages.push_back(to_message(m));
+  return messages;
+}
+
 struct StyleFixture {
   ChatStyle style;
   int raising;  // the corpus's cases where this template raises (see docs/chat-formats.md)
@@ -92,8 +101,7 @@ TEST_CASE("chat renders equal the official chat templates on the corpus", "[chat
       const JsonValue& c = fixture.find("cases")->items()[i];
       INFO("case " << c.find("name")->as_string());
       CHECK(*c.find("messages") == *corpus_cases[i].find("messages"));
-      std::vector<ChatMessage> messages;
-      for (const JsonValue& m : c.find("messages")->items()) messages.push_back(to_message(m));
+      const std::vector<ChatMessage> messages = case_messages(c);
       const ChatOptions options = to_options(*c.find("options"), tool_sets);
       if (c.find("error") != nullptr) {
         ++raised;
@@ -109,6 +117,25 @@ TEST_CASE("chat renders equal the official chat templates on the corpus", "[chat
     }
     CHECK(raised == s.raising);
   }
+}
+
+TEST_CASE("DeepSeek-V3 chat prompts have the ids of its tokenizer run over the rendered template", "[chat-templates]") {
+  const std::string ref = test::text_ref_dir("reference_hf.mjs");
+  const std::unique_ptr<Tokenizer> tokenizer = load_hf_tokenizer(ref + "/deepseek_v3/tokenizer.json");
+  const auto expected = test::read_ref_ids(ref + "/deepseek_v3_chat_ids.json");
+  const JsonValue fixture = read_fixture("deepseek-v3.json");
+  const std::vector<JsonValue>& cases = fixture.find("cases")->items();
+  REQUIRE(expected.size() == cases.size());
+  std::set<std::string> differing;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (!expected[i]) continue;  // the template raised
+    const ChatOptions options = to_options(*cases[i].find("options"), *fixture.find("tool_sets"));
+    if (encode_segments(*tokenizer, render_chat(ChatStyle::DeepSeekV3, case_messages(cases[i]), options)) != *expected[i])
+      differing.insert(cases[i].find("name")->as_string());
+  }
+  // Only where message text spells a control token: the tokenizer run over the rendered template
+  // turns it into that token, render_chat keeps it text.
+  CHECK(differing == std::set<std::string>{"text_like_control_tokens"});
 }
 
 TEST_CASE("Kimi K3 writes tags, attributes and values as separate pieces", "[chat-templates]") {

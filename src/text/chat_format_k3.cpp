@@ -140,7 +140,7 @@ void render_tool_result(K3Writer& k3, const ChatMessage& m, ToolState& state, co
   if (resolved_name != nullptr) name = *resolved_name;
   else if (!m.name.empty()) name = m.name;
   else if (state.calls != nullptr && state.index <= static_cast<int>(state.calls->size())) name = (*state.calls)[state.index - 1].name;
-  else fail("chat format (Kimi K3): tool message {} names no tool and answers no earlier tool call", state.index);
+  else fail("chat format (Kimi K3): a tool message has no name and answers no tool call of the assistant message before it");
   k3.message({{"role", "tool"}, {"tool", name}, {"index", std::to_string(state.index)}}, m.content);
 }
 

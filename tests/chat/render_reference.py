@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Renders the chat-format test corpus with the official chat templates (Jinja2) and writes one
-fixture per style: tests/fixtures/chat/<style>.json. tests/test_chat_templates.cpp checks that
-deltafin's render_chat produces the same strings.
+fixture per style: tests/fixtures/chat/<style>.json, with the corpus's tool sets and, per case, its
+messages, options and the rendered prompt (or the exception the template raised).
+tests/test_chat_templates.cpp checks that deltafin's render_chat produces the same strings.
 
 The templates are not part of this repository (fetched code is never committed); give each by path:
 

@@ -23,6 +23,17 @@ std::vector<int32_t> Generator::chat_prompt(const std::vector<ChatMessage>& mess
   return encode_segments(*tokenizer_, render_chat(chat_style_, messages, options));
 }
 
+std::vector<int32_t> Generator::reply_end_ids() const {
+  std::vector<int32_t> ids = chat_stop_ids_;
+  if (engine_->summary().eos_token_id >= 0) ids.push_back(static_cast<int32_t>(engine_->summary().eos_token_id));
+  return ids;
+}
+
+const TokenTrie& Generator::token_trie() {
+  if (!token_trie_) token_trie_ = std::make_unique<TokenTrie>(*tokenizer_);
+  return *token_trie_;
+}
+
 std::vector<int32_t> Generator::text_prompt(const std::string& text) const { return tokenizer_->encode(text, true); }
 
 GenerationResult Generator::generate(const GenerationInput& in, const TextSink& sink, const StopNow& stop_now) {
@@ -42,6 +53,7 @@ GenerationResult Generator::generate(const GenerationInput& in, const TextSink& 
   request.stops = in.stops;
   request.tokenizer = tokenizer_.get();
   request.drafter = sampler.greedy() ? drafter_.get() : nullptr;
+  request.constraint = in.constraint;
   request.speculative = speculative_;
   bool delivered = true;  // false once the sink failed: the client is gone
   GenerationHooks hooks;

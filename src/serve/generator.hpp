@@ -23,6 +23,7 @@
 #include "decode/token_constraint.hpp"
 #include "serve/session_cache.hpp"
 #include "text/chat_format.hpp"
+#include "text/token_trie.hpp"
 #include "text/tokenizer.hpp"
 
 namespace deltafin::serve {
@@ -63,7 +64,11 @@ class Generator {
 
   const Engine& engine() const { return *engine_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  const std::vector<int32_t>& chat_stop_ids() const { return chat_stop_ids_; }
+  // The tokens that end a chat reply: the format's end-of-turn tokens and the model's eos.
+  std::vector<int32_t> reply_end_ids() const;
+  // The vocabulary's byte trie for constrained decoding, made on first use (by the request that
+  // holds the engine).
+  const TokenTrie& token_trie();
   ChatStyle chat_style() const { return chat_style_; }
   SessionCacheStats session_stats() const { return sessions_.stats(); }
 
@@ -74,6 +79,7 @@ class Generator {
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatStyle chat_style_;
   std::vector<int32_t> chat_stop_ids_;
+  std::unique_ptr<TokenTrie> token_trie_;
   int64_t chunk_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // (before sessions_, which writes to it until destroyed)
   SessionCache sessions_;

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "text/tokenizer.hpp"
@@ -38,6 +39,9 @@ struct ToolCall {
 };
 
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string role, std::string content = "") : role(std::move(role)), content(std::move(content)) {}
+
   std::string role;     // "system", "user", "assistant", "tool"
   std::string content;
   bool content_null = false;       // content was null or absent (an assistant turn that only calls tools)

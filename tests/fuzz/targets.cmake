@@ -32,6 +32,8 @@ deltafin_fuzzer(prefix_entry CORPUS prefix-entry-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/io/prefix_entry.cpp)
 deltafin_fuzzer(state_bytes CORPUS state-bytes-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/model/state_bytes.cpp)
+deltafin_fuzzer(reply_parser CORPUS reply-parser-corpus
+                SOURCES ${DELTAFIN_FUZZ_SRC}/text/reply_parser.cpp ${DELTAFIN_FUZZ_SRC}/util/json_value.cpp)
 deltafin_fuzzer(json_schema CORPUS json-schema-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/text/json_schema.cpp ${DELTAFIN_FUZZ_SRC}/text/json_matcher.cpp
                         ${DELTAFIN_FUZZ_SRC}/util/json_value.cpp)

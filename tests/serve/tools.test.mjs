@@ -11,7 +11,9 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import OpenAI from "openai";
 import Ajv from "ajv";
-import { startServer } from "./harness.mjs";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { startServer, runCli } from "./harness.mjs";
 import { makeToolModel } from "./tool_models.mjs";
 
 const [binary, bundled, fixtures] = process.argv.slice(2);
@@ -97,7 +99,15 @@ async function toolLoop(client, extra = {}) {
 
 test("a tool loop with the official client on a Kimi K2-format model", async () => {
   const dir = makeToolModel(fixtures, "kimi-k2");
-  await toolLoop(await serve(dir, dir));
+  const { first } = await toolLoop(await serve(dir, dir));
+  // `deltafin run --chat --tools FILE --tool-choice NAME` makes the same call, printed as a JSON line.
+  const tools = join(dir, "tools.json");
+  writeFileSync(tools, JSON.stringify([weather, time]));
+  const run = runCli(binary, ["-m", dir, "--draft", "off", "--chat", "--system", "You can look up the weather.",
+                              "-p", "Weather in Paris?", "--tools", tools, "--tool-choice", "get_weather", "-n", "800"]);
+  const lines = run.text.split("\n");
+  assert.deepEqual(JSON.parse(lines.at(-1)), first.choices[0].message.tool_calls[0]);
+  assert.equal(run.hash, first.system_fingerprint);
 });
 
 test("a tool loop on a Kimi K3-format model, and its reasoning apart from the answer", async () => {

@@ -80,6 +80,8 @@ GenerationResult Generator::generate(const GenerationInput& in, const TextSink& 
   if (out.sampled_first) r.first_token_seconds = std::chrono::duration<double>(out.first_token_at - t0).count();
   r.decode_seconds = std::chrono::duration<double>(Clock::now() - out.decode_from).count();
   r.decode_passes = static_cast<int64_t>(out.speculative.steps);
+  r.constraint_seconds = out.constraint_seconds;
+  r.constraint_steps = static_cast<int64_t>(out.constraint_steps);
   sessions_.record(out.committed);
   return r;
 }

@@ -46,6 +46,8 @@ struct GenerationResult {
   double first_token_seconds = 0;  // from the start of prefill to the first token
   double decode_seconds = 0;
   int64_t decode_passes = 0;
+  double constraint_seconds = 0;   // masking and accepting under a constraint (structured output, forced tool calls)
+  int64_t constraint_steps = 0;    // tokens decoded under it
 };
 
 class Generator {

@@ -44,6 +44,8 @@ void Metrics::count_generation(const GenerationResult& r) {
   prompt_tokens_ += r.prompt_tokens;
   reused_tokens_ += r.reused_tokens;
   completion_tokens_ += r.ids.size();
+  constrained_tokens_ += static_cast<uint64_t>(r.constraint_steps);
+  constraint_seconds_ += r.constraint_seconds;
   if (r.decode_seconds > 0 && r.decode_passes > 0)
     last_decode_tokens_per_second_ = (static_cast<double>(r.ids.size()) - 1) / r.decode_seconds;
   last_first_token_seconds_ = r.first_token_seconds;
@@ -68,6 +70,10 @@ std::string Metrics::render(bool running, int queue_waiting, uint64_t memory_bud
   single(out, "deltafin_prompt_tokens_reused_total", "counter", "Prompt tokens kept from a held session (not prefilled again)",
          reused_tokens_);
   single(out, "deltafin_completion_tokens_total", "counter", "Generated tokens", completion_tokens_);
+  single(out, "deltafin_constrained_tokens_total", "counter",
+         "Tokens decoded under a constraint (response_format, a forced tool call)", constrained_tokens_);
+  single(out, "deltafin_constraint_seconds_total", "counter", "Seconds spent masking and accepting those tokens",
+         fmt::format("{:.6f}", constraint_seconds_));
   single(out, "deltafin_decode_tokens_per_second", "gauge", "Decode speed of the last generation",
          fmt::format("{:.3f}", last_decode_tokens_per_second_));
   single(out, "deltafin_first_token_seconds", "gauge", "Time to first token of the last generation",

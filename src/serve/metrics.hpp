@@ -3,7 +3,8 @@
 // decode speed and time to first token of the last generation, the held sessions (prefix hits
 // and the positions they saved, sessions held and dropped, their bytes against their share),
 // and the engine's figures (expert bytes read, cache hit rate, each drive's GB/s while busy,
-// memory against the budget). The engine's and the sessions' figures are a snapshot taken after
+// memory against the budget), and the cost of constrained decoding (structured output, forced
+// tool calls): tokens decoded under a constraint and the seconds spent masking them. The engine's and the sessions' figures are a snapshot taken after
 // each generation, by the thread that ran it.
 #pragma once
 
@@ -32,7 +33,8 @@ class Metrics {
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t generations_ = 0, cancelled_ = 0;
-  uint64_t prompt_tokens_ = 0, reused_tokens_ = 0, completion_tokens_ = 0;
+  uint64_t prompt_tokens_ = 0, reused_tokens_ = 0, completion_tokens_ = 0, constrained_tokens_ = 0;
+  double constraint_seconds_ = 0;
   double last_decode_tokens_per_second_ = 0, last_first_token_seconds_ = 0;
   EngineStats engine_;
   SessionCacheStats sessions_;

@@ -169,4 +169,8 @@ test("structured output: json_schema and json_object replies parse and validate"
   const value = JSON.parse(object.choices[0].message.content);
   assert.equal(typeof value, "object");
   assert.ok(!Array.isArray(value));
+  // The masking cost is counted (docs/structured-output.md).
+  const metrics = await (await fetch(clients[0].baseURL.replace(/\/v1$/, "/metrics"))).text();
+  assert.ok(Number(metrics.match(/^deltafin_constrained_tokens_total (\d+)$/m)[1]) > 0, metrics);
+  assert.ok(Number(metrics.match(/^deltafin_constraint_seconds_total ([0-9.]+)$/m)[1]) > 0);
 });

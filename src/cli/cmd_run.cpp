@@ -6,7 +6,8 @@
 // (decode/generation.hpp). Ctrl-C stops cleanly; --stats
 // (--stats=full: every counter) prints the receipt to stderr either way. With --prefix-cache the
 // longest saved prefix of the prompt is loaded first and the state is saved at the prompt's save
-// point (decode/prefix_cache.hpp; written while the rest runs) and after the answer.
+// point (decode/prefix_cache.hpp; written while the rest runs) and after the answer. With
+// --chat --tools FILE the reply is printed split (run_tools.hpp).
 #include <chrono>
 #include <csignal>
 #include <cstdio>

@@ -117,12 +117,14 @@ TEST_CASE("structured: the trie's walk finds exactly the tokens the matcher take
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
   for (const char* t : {"{\"", "\":", "\": \"", "name", "\"name\"", "\"age\":", "true", "tr", "null", "12", "1.5", ", ",
-                        "\"}", "}}", "\\u00", "é", "漢字", "  ", "\n  ", "\"a", "red\"", "[1,", "\"\"", ""})
+                        "\"}", "}}", "\\u00", "é", "漢字", "  ", "\n  ", "\"a", "red\"", "[1,", "\"\"", "", "ab", "abc",
+                        "abcd", "abcde", "ab\"", "a\n", "\xe6\xbc", "\xa2", "x\x7f", "nam", "zz", "zzz", "é\"", "\"x\":"})
     tokens.push_back(t);
   const TokenTrie trie(tokens);
   const auto schema = compile(
-      R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},"c":{"enum":["red",1.5,null]}},"required":["name"]})");
-  const std::string doc = R"({"name": "漢字é\u00e9", "age": 12, "c": "red"})";
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},"age":{"type":"integer"},"c":{"enum":["red",1.5,null]},
+          "d":{"anyOf":[{"type":"string","maxLength":1},{"type":"string","maxLength":3}]}},"required":["name"]})");
+  const std::string doc = R"({"name": "漢字é\u00e9ab", "age": 12, "c": "red", "d": "abc", "free": "x", "zzz": 1})";
   JsonMatcher m(schema);
   std::vector<uint8_t> allowed;
   for (size_t i = 0; i <= doc.size(); ++i) {

@@ -21,6 +21,7 @@
 #include "cli/compute_starvation.hpp"
 #include "cli/prefix_cache_flags.hpp"
 #include "cli/progress.hpp"
+#include "cli/run_tools.hpp"
 #include "decode/drafter.hpp"
 #include "decode/generation.hpp"
 #include "decode/sampler.hpp"
@@ -42,7 +43,7 @@ void on_sigint(int) {
 
 struct RunFlags {
   EngineOptions engine;
-  std::string prompt, prompt_file, tokens, system, stats_json, record_usage, stats_level;
+  std::string prompt, prompt_file, tokens, system, stats_json, record_usage, stats_level, tools_file, tool_choice = "auto";
   bool prompt_given = false, chat = false, ids = false, stats = false, ignore_eos = false, past_context = false;
   int64_t max_new = 256;
   SamplerOptions sampler;
@@ -78,6 +79,10 @@ int run(const RunFlags& f) {
   std::unique_ptr<Tokenizer> tokenizer;
   std::vector<int32_t> prompt;
   std::vector<int32_t> stop_ids;
+  std::unique_ptr<RunTools> tools;
+  if (!f.tools_file.empty() && !f.chat) fail("--tools needs --chat");
+  if (!f.tools_file.empty() && f.ids) fail("--tools prints the reply split into answer and tool calls: not with --ids");
+  if (f.tool_choice != "auto" && f.tools_file.empty()) fail("--tool-choice needs --tools FILE");
   if (!f.tokens.empty()) {
     if (f.chat) fail("--chat needs a text prompt, not --tokens");
     prompt = parse_token_list(f.tokens, "--tokens");
@@ -91,7 +96,12 @@ int run(const RunFlags& f) {
       std::vector<ChatMessage> messages;
       if (!f.system.empty()) messages.push_back({"system", f.system});
       messages.push_back({"user", text});
-      prompt = encode_segments(*tokenizer, render_chat(style, messages, true));
+      if (!f.tools_file.empty()) {
+        tools = std::make_unique<RunTools>(f.tools_file, f.tool_choice, messages, style);
+        prompt = tools->prompt(*tokenizer);
+      } else {
+        prompt = encode_segments(*tokenizer, render_chat(style, messages, true));
+      }
       stop_ids = chat_stop_ids(style, *tokenizer);
     } else {
       prompt = tokenizer->encode(text, true);
@@ -132,6 +142,10 @@ int run(const RunFlags& f) {
   request.max_tokens = f.max_new;
   request.stop_ids = stop_ids;
   request.stops = f.stops;
+  if (tools) {
+    request.stops.insert(request.stops.end(), tools->stops().begin(), tools->stops().end());
+    request.constraint = tools->constraint(*tokenizer, stop_ids);
+  }
   // --ids prints no text; with --stop the text is still read, for the stop strings.
   request.tokenizer = !f.ids || !f.stops.empty() ? tokenizer.get() : nullptr;
   request.drafter = drafter.get();
@@ -165,6 +179,11 @@ int run(const RunFlags& f) {
     hooks.token = [&, printed = int64_t{0}](int32_t token) mutable {
       emit((printed++ > 0 ? " " : "") + std::to_string(token));
     };
+  } else if (tools) {
+    hooks.text = [&](std::string_view text) {
+      tools->take(text, emit);
+      return true;
+    };
   } else {
     hooks.text = [&](std::string_view text) {
       emit(text);
@@ -179,6 +198,7 @@ int run(const RunFlags& f) {
     save_prompt();
   }
   const GenerationOutcome out = run_generation(*session, engine->summary().vocab_size, sampler, request, hooks);
+  if (tools) tools->finish(emit);
   emit("\n");
   if (prefix_cache) {
     if (prompt_saved.valid()) prompt_saved.get();
@@ -224,6 +244,11 @@ Command register_run(CLI::App& app) {
   sub->add_option("--tokens", f->tokens, "Prompt as comma-separated token ids instead of text");
   sub->add_flag("--chat", f->chat, "Wrap the prompt in the model's chat format");
   sub->add_option("--system", f->system, "System message (with --chat)");
+  sub->add_option("--tools", f->tools_file,
+                  "Declare these tools (a JSON file in OpenAI's `tools` form; with --chat): the reply's tool calls are "
+                  "printed as JSON lines after the answer, its reasoning on stderr");
+  sub->add_option("--tool-choice", f->tool_choice, "With --tools: auto, none, required, or a function's name (a forced call)")
+      ->capture_default_str();
   sub->add_option("-n,--max-new-tokens", f->max_new, "New tokens at most")->capture_default_str();
   sub->add_option("--temp", f->sampler.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
   sub->add_option("--top-k", f->sampler.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();

@@ -14,13 +14,24 @@ Generator::Generator(const std::string& model_dir, std::unique_ptr<Engine> engin
       speculative_(speculative),
       tokenizer_(load_tokenizer(model_dir)),
       chat_style_(detect_chat_style(*tokenizer_)),
-      chat_stop_ids_(chat_stop_ids(chat_style_, *tokenizer_)),
+      chat_stop_ids_(deltafin::chat_stop_ids(chat_style_, *tokenizer_)),
       chunk_(std::max<int64_t>(chunk, 1)),
       prefix_cache_(std::move(prefix_cache)),
       sessions_(*engine_, reuse_sessions, engine_->summary().planned_state_bytes, prefix_cache_.get()) {}
 
-std::vector<int32_t> Generator::chat_prompt(const std::vector<ChatMessage>& messages) const {
-  return encode_segments(*tokenizer_, render_chat(chat_style_, messages, true));
+std::vector<int32_t> Generator::chat_prompt(const std::vector<ChatMessage>& messages, const ChatOptions& options) const {
+  return encode_segments(*tokenizer_, render_chat(chat_style_, messages, options));
+}
+
+std::vector<int32_t> Generator::reply_end_ids() const {
+  std::vector<int32_t> ids = chat_stop_ids_;
+  if (engine_->summary().eos_token_id >= 0) ids.push_back(static_cast<int32_t>(engine_->summary().eos_token_id));
+  return ids;
+}
+
+const TokenTrie& Generator::token_trie() {
+  if (!token_trie_) token_trie_ = std::make_unique<TokenTrie>(*tokenizer_);
+  return *token_trie_;
 }
 
 std::vector<int32_t> Generator::text_prompt(const std::string& text) const { return tokenizer_->encode(text, true); }
@@ -42,6 +53,7 @@ GenerationResult Generator::generate(const GenerationInput& in, const TextSink& 
   request.stops = in.stops;
   request.tokenizer = tokenizer_.get();
   request.drafter = sampler.greedy() ? drafter_.get() : nullptr;
+  request.constraint = in.constraint;
   request.speculative = speculative_;
   bool delivered = true;  // false once the sink failed: the client is gone
   GenerationHooks hooks;

@@ -20,8 +20,10 @@
 #include "decode/generation.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
+#include "decode/token_constraint.hpp"
 #include "serve/session_cache.hpp"
 #include "text/chat_format.hpp"
+#include "text/token_trie.hpp"
 #include "text/tokenizer.hpp"
 
 namespace deltafin::serve {
@@ -32,6 +34,7 @@ struct GenerationInput {
   int64_t max_tokens = 0;
   std::vector<std::string> stops;
   bool chat = false;  // chat requests also stop at the chat format's end-of-turn tokens
+  TokenConstraint* constraint = nullptr;  // structured output or a forced tool call (decode/token_constraint.hpp)
 };
 
 struct GenerationResult {
@@ -54,12 +57,18 @@ class Generator {
   Generator(const std::string& model_dir, std::unique_ptr<Engine> engine, std::unique_ptr<Drafter> drafter, const SpeculativeOptions& speculative,
             int64_t chunk, bool reuse_sessions, std::unique_ptr<PrefixCache> prefix_cache = nullptr);
 
-  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages) const;
+  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, const ChatOptions& options) const;
   std::vector<int32_t> text_prompt(const std::string& text) const;
 
   GenerationResult generate(const GenerationInput& input, const TextSink& sink, const StopNow& stop_now);
 
   const Engine& engine() const { return *engine_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // The tokens that end a chat reply: the format's end-of-turn tokens and the model's eos.
+  std::vector<int32_t> reply_end_ids() const;
+  // The vocabulary's byte trie for constrained decoding, made on first use (by the request that
+  // holds the engine).
+  const TokenTrie& token_trie();
   ChatStyle chat_style() const { return chat_style_; }
   SessionCacheStats session_stats() const { return sessions_.stats(); }
 
@@ -70,6 +79,7 @@ class Generator {
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatStyle chat_style_;
   std::vector<int32_t> chat_stop_ids_;
+  std::unique_ptr<TokenTrie> token_trie_;
   int64_t chunk_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // (before sessions_, which writes to it until destroyed)
   SessionCache sessions_;

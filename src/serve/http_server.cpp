@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "serve/chat_turn.hpp"
 #include "serve/openai_format.hpp"
 #include "serve/request.hpp"
+#include "util/error.hpp"
 #include "util/ids_hash.hpp"
 
 namespace deltafin::serve {
@@ -88,6 +90,17 @@ void HttpServer::handle(const HttpRequest& request, ResponseWriter& writer) {
   metrics_.count_request(route ? path : "other", writer.status());  // bounded label values
 }
 
+// The chat prompt in the model's format. A control token the template needs and the vocabulary
+// lacks (a format's tool tokens on a model without them) is the request's fault: 400 naming what
+// asked for it.
+std::vector<int32_t> HttpServer::chat_prompt(const CompletionRequest& request, const ChatTurn& turn) const {
+  try {
+    return generator_.chat_prompt(request.messages, turn.options());
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), request.tools ? "tools" : "messages");
+  }
+}
+
 void HttpServer::handle_completion(const HttpRequest& http_request, ResponseWriter& writer, bool chat) {
   HeaderList extra;  // of an error answer
   try {
@@ -105,11 +118,17 @@ void HttpServer::handle_completion(const HttpRequest& http_request, ResponseWrit
     if (!ticket->wait()) throw shutting_down_error();
 
     // The engine is this request's from here until the ticket is dropped.
+    std::optional<ChatTurn> turn;
+    if (chat) turn.emplace(request, generator_.chat_style());
     GenerationInput input;
     input.chat = chat;
-    input.prompt = chat ? generator_.chat_prompt(request.messages) : generator_.text_prompt(request.prompt);
+    input.prompt = chat ? chat_prompt(request, *turn) : generator_.text_prompt(request.prompt);
     input.sampler = request.sampler;
     input.stops = request.stops;
+    if (turn) input.stops.insert(input.stops.end(), turn->stops().begin(), turn->stops().end());
+    const std::unique_ptr<TokenConstraint> constraint =
+        turn && turn->constrained() ? turn->constraint(generator_.tokenizer(), generator_.token_trie(), generator_.reply_end_ids()) : nullptr;
+    input.constraint = constraint.get();
     const int64_t prompt_tokens = static_cast<int64_t>(input.prompt.size());
     const int64_t room = std::max<int64_t>(options_.context - prompt_tokens, 0);  // new tokens the context has room for
     input.max_tokens = request.max_tokens.value_or(std::min(options_.default_max_tokens, room));
@@ -120,29 +139,49 @@ void HttpServer::handle_completion(const HttpRequest& http_request, ResponseWrit
                      request.max_tokens ? request.max_tokens_field : (chat ? "messages" : "prompt"));
     const ResponseHeader header{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_++), unix_seconds(), options_.model_name, chat};
     auto stop_now = [&] { return shutting_down_.load() || writer.peer_has_closed(); };
-    auto finish = [this](const GenerationResult& result) {
+    std::optional<ReplyParser> parser;
+    if (turn) parser.emplace(turn->parser());
+    auto finish = [&](GenerationResult& result) {
+      if (parser) {
+        parser->finish();
+        result.finish_reason = ChatTurn::finish_reason(result.finish_reason, parser->reply());
+      }
       metrics_.count_generation(result);
       metrics_.set_engine_snapshot(generator_.engine().stats(), generator_.session_stats());
     };
 
     if (!request.stream) {
-      const GenerationResult result = generator_.generate(input, [](std::string_view) { return true; }, stop_now);
+      GenerationResult result = generator_.generate(input, [&](std::string_view text) {
+        if (parser) parser->push(text);
+        return true;
+      }, stop_now);
       finish(result);
       if (result.finish_reason == "cancelled") throw shutting_down_error();  // (or nobody is listening)
-      writer.send(200, kJson, completion_json(header, result), {{"X-Deltafin-Ids-Hash", ids_hash_text(result.ids)}});
+      writer.send(200, kJson, completion_json(header, result, parser ? &parser->reply() : nullptr),
+                  {{"X-Deltafin-Ids-Hash", ids_hash_text(result.ids)}});
       return;
     }
     writer.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
     bool first = true;  // the first piece carries the role, so the first chunk marks the first token
+    bool sent = true;
+    auto send_deltas = [&](const std::vector<ReplyDelta>& deltas) {
+      for (const ReplyDelta& d : deltas) {
+        sent = sent && writer.write_chunk(delta_chunk_event(header, d, first));
+        first = false;
+      }
+      return sent;
+    };
     try {
-      const GenerationResult result = generator_.generate(
+      GenerationResult result = generator_.generate(
           input,
           [&](std::string_view text) {
-            const bool sent = writer.write_chunk(text_chunk_event(header, std::string(text), first));
+            if (parser) return send_deltas(parser->push(text));
+            sent = writer.write_chunk(text_chunk_event(header, std::string(text), first));
             first = false;
             return sent;
           },
           stop_now);
+      if (parser && result.finish_reason != "cancelled") send_deltas(parser->finish());
       finish(result);
       if (first) writer.write_chunk(text_chunk_event(header, "", true));
       if (result.finish_reason == "cancelled") writer.write_chunk(error_event(shutting_down_error()));

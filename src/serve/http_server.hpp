@@ -12,6 +12,7 @@
 
 #include "serve/admission.hpp"
 #include "serve/api_error.hpp"
+#include "serve/chat_turn.hpp"
 #include "serve/connection_loop.hpp"
 #include "serve/generator.hpp"
 #include "serve/metrics.hpp"
@@ -41,6 +42,7 @@ class HttpServer {
  private:
   void handle(const HttpRequest& request, ResponseWriter& writer);
   void handle_completion(const HttpRequest& request, ResponseWriter& writer, bool chat);
+  std::vector<int32_t> chat_prompt(const CompletionRequest& request, const ChatTurn& turn) const;
   bool authorized(const HttpRequest& request) const;
 
   Generator& generator_;

@@ -20,7 +20,28 @@ std::string usage_json(const GenerationResult& r) {
 
 // OpenAI's finish reasons; a cancelled generation is only ever seen by a client that stayed (a
 // shutdown answers with an error instead), so it never reaches here.
-const char* finish_reason(const GenerationResult& r) { return r.finish_reason == "stop" ? "stop" : "length"; }
+const char* finish_reason(const GenerationResult& r) {
+  return r.finish_reason == "stop" ? "stop" : r.finish_reason == "tool_calls" ? "tool_calls" : "length";
+}
+
+std::string tool_call_json(const ToolCall& c) {
+  return fmt::format("{{\"id\": {}, \"type\": \"function\", \"function\": {{\"name\": {}, \"arguments\": {}}}}}",
+                     json_string(c.id), json_string(c.name), json_string(c.arguments));
+}
+
+// The assistant's message: content (null when the reply is only tool calls), then the reasoning
+// and the tool calls when there are any.
+std::string message_json(const Reply& reply) {
+  std::string out = fmt::format("{{\"role\": \"assistant\", \"content\": {}",
+                                reply.content.empty() && !reply.tool_calls.empty() ? "null" : json_string(reply.content));
+  if (!reply.reasoning.empty()) out += fmt::format(", \"reasoning_content\": {}", json_string(reply.reasoning));
+  if (!reply.tool_calls.empty()) {
+    out += ", \"tool_calls\": [";
+    for (size_t i = 0; i < reply.tool_calls.size(); ++i) out += (i ? ", " : "") + tool_call_json(reply.tool_calls[i]);
+    out += "]";
+  }
+  return out + "}";
+}
 
 std::string object_head(const ResponseHeader& h, const char* object) {
   return fmt::format("\"id\": {}, \"object\": \"{}\", \"created\": {}, \"model\": {}", json_string(h.id), object,
@@ -31,11 +52,10 @@ std::string event(const std::string& json) { return "data: " + json + "\n\n"; }
 
 }  // namespace
 
-std::string completion_json(const ResponseHeader& h, const GenerationResult& r) {
+std::string completion_json(const ResponseHeader& h, const GenerationResult& r, const Reply* reply) {
   const std::string choice =
-      h.chat ? fmt::format("{{\"index\": 0, \"message\": {{\"role\": \"assistant\", \"content\": {}}}, "
-                           "\"logprobs\": null, \"finish_reason\": \"{}\"}}",
-                           json_string(r.text), finish_reason(r))
+      reply ? fmt::format("{{\"index\": 0, \"message\": {}, \"logprobs\": null, \"finish_reason\": \"{}\"}}",
+                          message_json(*reply), finish_reason(r))
              : fmt::format("{{\"index\": 0, \"text\": {}, \"logprobs\": null, \"finish_reason\": \"{}\"}}",
                            json_string(r.text), finish_reason(r));
   return fmt::format("{{{}, \"system_fingerprint\": \"{}\", \"choices\": [{}], \"usage\": {}}}",
@@ -50,6 +70,24 @@ std::string text_chunk_event(const ResponseHeader& h, const std::string& text, b
              : fmt::format("{{\"index\": 0, \"text\": {}, \"logprobs\": null, \"finish_reason\": null}}", json_string(text));
   return event(fmt::format("{{{}, \"system_fingerprint\": null, \"choices\": [{}]}}",
                            object_head(h, h.chat ? "chat.completion.chunk" : "text_completion"), choice));
+}
+
+std::string delta_chunk_event(const ResponseHeader& h, const ReplyDelta& d, bool first) {
+  std::string delta = first ? "\"role\": \"assistant\", " : "";
+  switch (d.kind) {
+    case ReplyDelta::Kind::Reasoning: delta += "\"reasoning_content\": " + json_string(d.text); break;
+    case ReplyDelta::Kind::Content: delta += "\"content\": " + json_string(d.text); break;
+    case ReplyDelta::Kind::ToolCall:
+      delta += fmt::format("\"tool_calls\": [{{\"index\": {}, \"id\": {}, \"type\": \"function\", \"function\": "
+                           "{{\"name\": {}, \"arguments\": \"\"}}}}]",
+                           d.index, json_string(d.call.id), json_string(d.call.name));
+      break;
+    case ReplyDelta::Kind::Arguments:
+      delta += fmt::format("\"tool_calls\": [{{\"index\": {}, \"function\": {{\"arguments\": {}}}}}]", d.index, json_string(d.text));
+  }
+  return event(fmt::format("{{{}, \"system_fingerprint\": null, \"choices\": [{{\"index\": 0, \"delta\": {{{}}}, "
+                           "\"logprobs\": null, \"finish_reason\": null}}]}}",
+                           object_head(h, "chat.completion.chunk"), delta));
 }
 
 std::string final_chunk_events(const ResponseHeader& h, const GenerationResult& r, bool include_usage) {

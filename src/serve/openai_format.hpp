@@ -9,6 +9,7 @@
 
 #include "serve/api_error.hpp"
 #include "serve/generator.hpp"
+#include "text/reply_parser.hpp"
 
 namespace deltafin::serve {
 
@@ -20,9 +21,12 @@ struct ResponseHeader {
   bool chat = false;
 };
 
-std::string completion_json(const ResponseHeader& h, const GenerationResult& r);
+// reply: a chat completion's reply (nullptr: a text completion, whose text is r.text).
+std::string completion_json(const ResponseHeader& h, const GenerationResult& r, const Reply* reply);
 // A streamed piece of text (chat: the first carries the assistant role).
 std::string text_chunk_event(const ResponseHeader& h, const std::string& text, bool first);
+// A streamed piece of a chat reply: reasoning, content, a tool call's id and name, or its arguments.
+std::string delta_chunk_event(const ResponseHeader& h, const ReplyDelta& delta, bool first);
 // The last chunk: finish_reason and the fingerprint; then, when asked, the usage chunk.
 std::string final_chunk_events(const ResponseHeader& h, const GenerationResult& r, bool include_usage);
 std::string error_json(const ApiError& e);

@@ -9,55 +9,17 @@
 #include <limits>
 
 #include "serve/api_error.hpp"
+#include "serve/chat_request.hpp"
+#include "serve/json_fields.hpp"
 
 namespace deltafin::serve {
 namespace {
 
+using namespace json_fields;
 using simdjson::dom::element;
 using simdjson::dom::element_type;
 
 constexpr size_t kMaxStops = 4;  // OpenAI's limit
-
-[[noreturn]] void bad_field(const std::string& field, const std::string& expected) {
-  throw ApiError(400, fmt::format("'{}' must be {}", field, expected), field);
-}
-
-// The field, or nullopt when absent or null.
-std::optional<element> field(element object, const char* name) {
-  element value;
-  if (object[name].get(value) != simdjson::SUCCESS || value.type() == element_type::NULL_VALUE) return std::nullopt;
-  return value;
-}
-
-std::string string_field(element value, const std::string& name) {
-  std::string_view s;
-  if (value.get_string().get(s) != simdjson::SUCCESS) bad_field(name, "a string");
-  return std::string(s);
-}
-
-double number_field(element value, const std::string& name, double lo, double hi, const char* range) {
-  double x;
-  if (value.get_double().get(x) != simdjson::SUCCESS) bad_field(name, "a number");
-  if (!(x >= lo && x <= hi)) bad_field(name, range);
-  return x;
-}
-
-// An integer from lo to hi. JSON integers past int64 (simdjson: UINT64) are out of range, not
-// wrapped; a number with a fraction or exponent is not an integer.
-int64_t integer_field(element value, const std::string& name, int64_t lo, int64_t hi) {
-  const std::string range = fmt::format("an integer from {} to {}", lo, hi);
-  if (value.type() == element_type::UINT64) bad_field(name, range);
-  int64_t x;
-  if (value.type() != element_type::INT64 || value.get_int64().get(x) != simdjson::SUCCESS) bad_field(name, range);
-  if (x < lo || x > hi) bad_field(name, range);
-  return x;
-}
-
-bool bool_field(element value, const std::string& name) {
-  bool b;
-  if (value.get_bool().get(b) != simdjson::SUCCESS) bad_field(name, "a boolean");
-  return b;
-}
 
 // Log probabilities are not returned: a request for them (true, or a count above 0) is refused
 // rather than answered without them.
@@ -69,24 +31,6 @@ void refuse_logprobs(element value, const std::string& name) {
   } else if (value.type() != element_type::INT64 || value.get_int64().get(n) != simdjson::SUCCESS || n != 0) {
     bad_field(name, "0, false or absent (this server returns no log probabilities)");
   }
-}
-
-// A message's content: a string, or an array of {"type": "text", "text": ...} parts (joined).
-std::string message_content(element value, const std::string& name) {
-  if (value.type() == element_type::STRING) return string_field(value, name);
-  simdjson::dom::array parts;
-  if (value.get_array().get(parts) != simdjson::SUCCESS) bad_field(name, "a string or an array of text parts");
-  std::string text;
-  size_t i = 0;
-  for (element part : parts) {
-    const std::string part_name = fmt::format("{}[{}]", name, i++);
-    const auto type = field(part, "type");
-    const auto part_text = field(part, "text");
-    if (part.type() != element_type::OBJECT || !type || string_field(*type, part_name + ".type") != "text" || !part_text)
-      bad_field(part_name, "a text part {\"type\": \"text\", \"text\": ...} (this server reads text only)");
-    text += string_field(*part_text, part_name + ".text");
-  }
-  return text;
 }
 
 element parse_object(simdjson::dom::parser& parser, std::string_view body) {
@@ -144,26 +88,18 @@ CompletionRequest parse_chat_request(std::string_view body) {
   parse_common(root, r);
   for (const char* name : {"logprobs", "top_logprobs"})
     if (auto v = field(root, name)) refuse_logprobs(*v, name);
-  const auto messages = field(root, "messages");
-  if (!messages) throw ApiError(400, "'messages' is required", "messages");
-  simdjson::dom::array list;
-  if (messages->get_array().get(list) != simdjson::SUCCESS) bad_field("messages", "an array");
-  size_t i = 0;
-  for (element m : list) {
-    const std::string name = fmt::format("messages[{}]", i++);
-    if (m.type() != element_type::OBJECT) bad_field(name, "an object");
-    const auto role = field(m, "role");
-    if (!role) throw ApiError(400, fmt::format("'{}.role' is required", name), name + ".role");
-    ChatMessage message;
-    message.role = string_field(*role, name + ".role");
-    if (message.role == "developer") message.role = "system";  // OpenAI's newer name for it
-    if (message.role != "system" && message.role != "user" && message.role != "assistant")
-      bad_field(name + ".role", "\"system\", \"user\" or \"assistant\"");
-    if (auto content = field(m, "content")) message.content = message_content(*content, name + ".content");
-    r.messages.push_back(std::move(message));
-  }
-  if (r.messages.empty()) bad_field("messages", "a non-empty array");
+  parse_chat_fields(root, r);
   return r;
+}
+
+const JsonValue* CompletionRequest::tool_function(const std::string& name) const {
+  if (!tools) return nullptr;
+  for (const JsonValue& tool : tools->items()) {
+    const JsonValue* function = tool.find("function");
+    const JsonValue* n = function ? function->find("name") : nullptr;
+    if (n && n->is_string() && n->as_string() == name) return function;
+  }
+  return nullptr;
 }
 
 CompletionRequest parse_completion_request(std::string_view body) {

@@ -1,113 +1,23 @@
-// Chat rendering (see chat_format.hpp).
+// Chat rendering (see chat_format.hpp): style detection, the Plain transcript, segment encoding and
+// stop tokens; each family's renderer is in its own file (chat_segments.hpp lists them).
 #include "text/chat_format.hpp"
 
+#include "text/chat_segments.hpp"
 #include "util/error.hpp"
 
 namespace deltafin {
 namespace {
 
-constexpr const char* kK2DefaultSystem = "You are a helpful assistant";
-
-void special(std::vector<PromptSegment>& out, const char* token) { out.push_back({token, true}); }
-void text(std::vector<PromptSegment>& out, std::string s) {
-  if (!s.empty()) out.push_back({std::move(s), false});
-}
-
-std::vector<PromptSegment> render_k2(const std::vector<ChatMessage>& messages, bool generation_prompt) {
-  std::vector<PromptSegment> out;
-  if (messages.empty() || messages.front().role != "system") {
-    special(out, "<|im_system|>");
-    text(out, "system");
-    special(out, "<|im_middle|>");
-    text(out, kK2DefaultSystem);
-    special(out, "<|im_end|>");
-  }
-  for (const ChatMessage& m : messages) {
-    special(out, m.role == "system" ? "<|im_system|>" : m.role == "user" ? "<|im_user|>" : "<|im_assistant|>");
-    text(out, m.role);
-    special(out, "<|im_middle|>");
-    text(out, m.content);
-    special(out, "<|im_end|>");
-  }
-  if (generation_prompt) {
-    special(out, "<|im_assistant|>");
-    text(out, "assistant");
-    special(out, "<|im_middle|>");
-  }
-  return out;
-}
-
-// XTML: tag names, ' key', '="', the escaped value and '"' are separate text segments.
-void k3_open(std::vector<PromptSegment>& out, const std::string& tag, const std::string& role) {
-  special(out, "<|open|>");
-  text(out, tag);
-  if (!role.empty()) {
-    text(out, " role");
-    text(out, "=\"");
-    text(out, role);  // roles need no escaping
-    text(out, "\"");
-  }
-  special(out, "<|sep|>");
-}
-
-void k3_close(std::vector<PromptSegment>& out, const std::string& tag) {
-  special(out, "<|close|>");
-  text(out, tag);
-  special(out, "<|sep|>");
-}
-
-std::vector<PromptSegment> render_k3(const std::vector<ChatMessage>& messages, bool generation_prompt) {
-  std::vector<PromptSegment> out;
-  for (const ChatMessage& m : messages) {
-    k3_open(out, "message", m.role);
-    if (m.role == "assistant") {
-      k3_open(out, "think", "");
-      k3_close(out, "think");
-      k3_open(out, "response", "");
-      text(out, m.content);
-      k3_close(out, "response");
-    } else {
-      text(out, m.content);
-    }
-    k3_close(out, "message");
-    special(out, "<|end_of_msg|>");
-  }
-  if (generation_prompt) {
-    k3_open(out, "message", "assistant");
-    k3_open(out, "think", "");
-  }
-  return out;
-}
-
-std::vector<PromptSegment> render_deepseek_v3(const std::vector<ChatMessage>& messages, bool generation_prompt) {
-  std::vector<PromptSegment> out;
-  special(out, "<｜begin▁of▁sentence｜>");
-  for (const ChatMessage& m : messages)
-    if (m.role == "system") text(out, m.content);
-  for (const ChatMessage& m : messages) {
-    if (m.role == "user") {
-      special(out, "<｜User｜>");
-      text(out, m.content);
-    } else if (m.role == "assistant") {
-      special(out, "<｜Assistant｜>");
-      text(out, m.content);
-      special(out, "<｜end▁of▁sentence｜>");
-    }
-  }
-  if (generation_prompt) special(out, "<｜Assistant｜>");
-  return out;
-}
-
 std::vector<PromptSegment> render_plain(const std::vector<ChatMessage>& messages, bool generation_prompt) {
   std::string transcript;
   for (const ChatMessage& m : messages) {
-    const std::string speaker = m.role == "system" ? "System" : m.role == "user" ? "User" : "Assistant";
+    const std::string speaker = m.role == "system" ? "System" : m.role == "user" ? "User" : m.role == "tool" ? "Tool" : "Assistant";
     transcript += (transcript.empty() ? "" : "\n\n") + speaker + ": " + m.content;
   }
   if (generation_prompt) transcript += transcript.empty() ? "Assistant:" : "\n\nAssistant:";
-  std::vector<PromptSegment> out;
-  text(out, transcript);
-  return out;
+  SegmentWriter out(true);
+  out.text(transcript);
+  return out.take();
 }
 
 }  // namespace
@@ -131,13 +41,12 @@ const char* chat_style_name(ChatStyle style) {
 }
 
 std::vector<PromptSegment> render_chat(ChatStyle style, const std::vector<ChatMessage>& messages, const ChatOptions& options) {
-  const bool add_generation_prompt = options.add_generation_prompt;
   switch (style) {
-    case ChatStyle::KimiK2:
-    case ChatStyle::KimiK2Thinking: return render_k2(messages, add_generation_prompt);
-    case ChatStyle::KimiK3: return render_k3(messages, add_generation_prompt);
-    case ChatStyle::Plain: return render_plain(messages, add_generation_prompt);
-    default: return render_deepseek_v3(messages, add_generation_prompt);
+    case ChatStyle::KimiK2: return render_kimi_k2(messages, options);
+    case ChatStyle::KimiK2Thinking: return render_kimi_k2_thinking(messages, options);
+    case ChatStyle::KimiK3: return render_kimi_k3(messages, options);
+    case ChatStyle::Plain: return render_plain(messages, options.add_generation_prompt);
+    default: return render_deepseek_v3(messages, options);
   }
 }
 

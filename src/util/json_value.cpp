@@ -87,14 +87,16 @@ JsonValue from_element(simdjson::dom::element e) {
     case element_type::STRING: return JsonValue::string(std::string(e.get_string().value_unsafe()));
     case element_type::ARRAY: {
       std::vector<JsonValue> items;
-      const simdjson::dom::array array = e.get_array().value_unsafe();  // a copy: the result is a temporary
-      for (simdjson::dom::element item : array) items.push_back(from_element(item));
+      simdjson::dom::array array;
+      if (e.get_array().get(array) == simdjson::SUCCESS)
+        for (simdjson::dom::element item : array) items.push_back(from_element(item));
       return JsonValue::array(std::move(items));
     }
     default: {
       std::vector<JsonValue::Member> members;
-      const simdjson::dom::object object = e.get_object().value_unsafe();  // a copy: the result is a temporary
-      for (simdjson::dom::key_value_pair kv : object)
+      simdjson::dom::object object;
+      if (e.get_object().get(object) == simdjson::SUCCESS)
+        for (simdjson::dom::key_value_pair kv : object)
         members.emplace_back(std::string(kv.key), from_element(kv.value));
       return JsonValue::object(std::move(members));
     }

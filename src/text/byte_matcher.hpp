@@ -21,6 +21,11 @@ class ByteMatcher {
   virtual bool complete() const = 0;
   // No byte can follow (complete() and nothing may extend it).
   virtual bool closed() const = 0;
+  // Free text: how many characters of ordinary text (whole UTF-8 characters, none of '"', '\\'
+  // or the control bytes below 0x20) it would take now, in any order, each leaving it in free text
+  // with one fewer to go; 0 when not in free text. The trie walk takes such tokens without pushing
+  // their bytes (inside a JSON string nearly every token is one).
+  virtual uint32_t free_text() const { return 0; }
 };
 
 }  // namespace deltafin

@@ -109,6 +109,22 @@ bool JsonMatcher::closed() const {
   return std::all_of(threads_.begin(), threads_.end(), [&](int32_t t) { return arena_[t].kind == kRoot && arena_[t].phase == 1; });
 }
 
+uint32_t JsonMatcher::free_text() const {
+  uint32_t most = 0;
+  for (int32_t t : threads_) {
+    const Frame& f = arena_[t];
+    if (f.utf8 & 3) return 0;
+    if (f.kind == kString && f.phase == 0) {
+      most = std::max(most, schema_->nodes[f.node].max_length - f.count);
+    } else if (f.kind == kKeyFree) {
+      most = SchemaNode::kUnbounded;
+    } else {
+      return 0;
+    }
+  }
+  return most;
+}
+
 void JsonMatcher::step(int32_t top, uint8_t b, std::vector<int32_t>& out) {
   Frame f = arena_[top];
   if (is_ws(b) && f.kind != kString && f.kind != kKeyName && f.kind != kKeyFree && f.kind != kLiteral && f.kind != kNumber) {

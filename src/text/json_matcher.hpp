@@ -36,6 +36,7 @@ class JsonMatcher : public ByteMatcher {
   void rewind(size_t mark) override;
   bool complete() const override;
   bool closed() const override;
+  uint32_t free_text() const override;  // inside a string or an additional key
 
   struct Frame {
     int32_t parent = -1;

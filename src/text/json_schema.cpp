@@ -120,10 +120,11 @@ class Compiler {
     if (auto it = kw.find("properties"); it != kw.end()) {
       const std::string where = join(path, "properties");
       if (!it->second->is_object()) throw SchemaError(where, "must be an object");
-      for (const auto& [name, value] : it->second->members()) {
+      for (const JsonValue::Member& member : it->second->members()) {
+        const std::string& name = member.first;
         if (std::any_of(node.properties.begin(), node.properties.end(), [&](const auto& p) { return p.name == name; }))
           continue;  // a repeated key: the first counts (as JsonValue::find)
-        node.properties.push_back({name, python_json_string(name).substr(1), compile(value, join(where, name), depth + 1), false});
+        node.properties.push_back({name, python_json_string(name).substr(1), compile(member.second, join(where, name), depth + 1), false});
       }
     }
     if (auto it = kw.find("required"); it != kw.end()) required(*it->second, join(path, "required"), node);

@@ -1,7 +1,9 @@
 // The ordinary tokens of a vocabulary (special tokens excluded) as a byte trie, built once per
 // tokenizer, for constrained sampling: allowed() walks it depth-first under a ByteMatcher,
 // pushing each edge's byte and rewinding after the subtree, pruned at the first refused byte, and
-// marks every token whose whole byte string the matcher takes.
+// marks every token whose whole byte string the matcher takes. Where the matcher is in free text
+// (ByteMatcher::free_text, e.g. inside a JSON string), a subtree whose tokens are all ordinary
+// text no longer than what it takes is marked whole, without pushing a byte.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +34,11 @@ class TokenTrie {
   struct Node {
     uint32_t end = 0;            // one past its subtree (nodes are in depth-first order)
     uint32_t ids_begin = 0, ids_end = 0;  // the tokens that end here (into ids_)
-    uint8_t byte = 0;            // the edge from its parent
+    uint32_t subtree_ids_end = 0;  // the tokens of its subtree: ids_[ids_begin, subtree_ids_end)
+    uint32_t max_chars = 0;        // the most characters of a token in its subtree; kNotText if one is not ordinary text
+    uint8_t byte = 0;              // the edge from its parent
   };
+  static constexpr uint32_t kNotText = 0xFFFFFFFF;
   void build();
   void build_node(uint32_t lo, uint32_t hi, size_t depth, uint8_t byte);
   void walk(uint32_t node, ByteMatcher& matcher, std::vector<uint8_t>& out) const;

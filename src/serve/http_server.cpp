@@ -96,8 +96,9 @@ void HttpServer::handle(const HttpRequest& request, ResponseWriter& writer) {
 std::vector<int32_t> HttpServer::chat_prompt(const CompletionRequest& request, const ChatTurn& turn) const {
   try {
     return generator_.chat_prompt(request.messages, turn.options());
-  } catch (const Error& e) {
-    throw ApiError(400, e.what(), request.tools ? "tools" : "messages");
+  } catch (const Error& e) {  // a control token the vocabulary lacks, or a message the template refuses
+    const bool token = std::string_view(e.what()).find("control token") != std::string_view::npos;
+    throw ApiError(400, e.what(), token && request.tools ? "tools" : "messages");
   }
 }
 

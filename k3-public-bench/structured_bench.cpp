@@ -17,6 +17,7 @@
 
 #include "decode/generation.hpp"
 #include "decode/json_constraint.hpp"
+#include "random_logits_session.hpp"
 #include "text/chat_format.hpp"
 #include "text/json_schema.hpp"
 #include "text/token_trie.hpp"
@@ -24,6 +25,7 @@
 #include "util/json_value.hpp"
 
 using namespace deltafin;
+using deltafin::test::RandomLogitsSession;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -45,28 +47,6 @@ std::shared_ptr<const CompiledSchema> film_schema() {
   return std::make_shared<const CompiledSchema>(compile_json_schema(parse_json(kSchema), SchemaMode::kStrict));
 }
 
-// A session whose logits are random: a walk through the schema's states, whatever the model.
-class RandomLogitsSession : public Session {
- public:
-  RandomLogitsSession(int64_t vocab, uint64_t seed) : vocab_(vocab), rng_(seed) {}
-  std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) override {
-    position_ += static_cast<int64_t>(tokens.size());
-    std::vector<float> logits(static_cast<size_t>((all_logits ? tokens.size() : 1) * vocab_));
-    std::normal_distribution<float> normal(0.0f, 4.0f);
-    for (float& v : logits) v = normal(rng_);
-    return logits;
-  }
-  int64_t position() const override { return position_; }
-  uint64_t state_bytes() const override { return 0; }
-  void rewind(int64_t pos) override { position_ = pos; }
-  StorageReads storage_reads() const override { return {}; }
-  std::vector<std::byte> save_state() override { return {}; }
-  void load_state(std::span<const int32_t>, std::span<const std::byte>) override {}
-
- private:
-  int64_t vocab_, position_ = 0;
-  std::mt19937_64 rng_;
-};
 
 GenerationOutcome generate(Session& session, int64_t vocab, const Tokenizer& tok, const std::vector<int32_t>& prompt,
                            TokenConstraint* constraint, std::vector<int32_t> stops, int64_t max_tokens, float temperature) {

@@ -19,6 +19,7 @@
 
 #include "decode/generation.hpp"
 #include "decode/json_constraint.hpp"
+#include "random_logits_session.hpp"
 #include "test_util.hpp"
 #include "text/chat_format.hpp"
 #include "text/json_schema.hpp"
@@ -26,34 +27,12 @@
 #include "util/json_value.hpp"
 
 using namespace deltafin;
+using deltafin::test::RandomLogitsSession;
 
 namespace {
 
 const std::string kModel = test::fixtures_dir() + "/../../models/default";
 
-// A session whose logits are random (seeded): what a model may propose, anything at all.
-class RandomLogitsSession : public Session {
- public:
-  RandomLogitsSession(int64_t vocab, uint64_t seed) : vocab_(vocab), rng_(seed) {}
-  std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) override {
-    position_ += static_cast<int64_t>(tokens.size());
-    std::vector<float> logits(static_cast<size_t>((all_logits ? tokens.size() : 1) * vocab_));
-    std::normal_distribution<float> normal(0.0f, 4.0f);
-    for (float& v : logits) v = normal(rng_);
-    return logits;
-  }
-  int64_t position() const override { return position_; }
-  uint64_t state_bytes() const override { return 0; }
-  void rewind(int64_t pos) override { position_ = pos; }
-  StorageReads storage_reads() const override { return {}; }
-  std::vector<std::byte> save_state() override { return {}; }
-  void load_state(std::span<const int32_t>, std::span<const std::byte>) override {}
-
- private:
-  int64_t vocab_;
-  int64_t position_ = 0;
-  std::mt19937_64 rng_;
-};
 
 const Tokenizer& bundled_tokenizer() {
   static const std::unique_ptr<Tokenizer> t = load_tokenizer(kModel);

@@ -128,7 +128,7 @@ uint32_t JsonMatcher::free_text() const {
 void JsonMatcher::step(int32_t top, uint8_t b, std::vector<int32_t>& out) {
   Frame f = arena_[top];
   if (is_ws(b) && f.kind != kString && f.kind != kKeyName && f.kind != kKeyFree && f.kind != kLiteral && f.kind != kNumber) {
-    if (f.kind == kRoot && f.phase == 1) return;
+    if (f.kind == kRoot) return;  // the document starts at its "{" and ends at its "}"
     if (f.ws >= kMaxWhitespace) return;
     ++f.ws;
     out.push_back(add(f));

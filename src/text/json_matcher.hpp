@@ -5,9 +5,9 @@
 // rewind() are an undo log (arena size and the thread list before each push), cheap enough for a
 // walk over a whole vocabulary (token_trie.hpp).
 //
-// What it writes is a subset of JSON's syntax (docs/structured-output.md): at most kMaxWhitespace
-// whitespace bytes in a row, numbers of at most kMaxNumberBytes bytes (integers without fraction
-// or exponent), no lone surrogate escapes, object keys without escapes (declared keys exactly as
+// What it writes is a subset of JSON's syntax (docs/structured-output.md): the document from its
+// '{' (no whitespace before it), at most kMaxWhitespace whitespace bytes in a row, numbers of at
+// most kMaxNumberBytes bytes (integers without fraction or exponent), no lone surrogate escapes, object keys without escapes (declared keys exactly as
 // json.dumps writes them), enum/const values exactly as json.dumps writes them (compact).
 // closed() right after the top-level '}'.
 #pragma once

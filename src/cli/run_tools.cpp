@@ -2,8 +2,6 @@
 // as the body {"messages": [...], "tools": FILE, "tool_choice": ...}.
 #include "cli/run_tools.hpp"
 
-#include <fmt/format.h>
-
 #include <cstdio>
 
 #include "serve/api_error.hpp"
@@ -52,11 +50,6 @@ TokenConstraint* RunTools::constraint(const Tokenizer& tokenizer, const std::vec
 void RunTools::reasoning(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stderr);
   std::fflush(stderr);
-}
-
-std::string RunTools::call_line(const ToolCall& c) {
-  return fmt::format("{{\"id\": {}, \"type\": \"function\", \"function\": {{\"name\": {}, \"arguments\": {}}}}}", json_string(c.id),
-                     json_string(c.name), json_string(c.arguments));
 }
 
 }  // namespace deltafin::cli

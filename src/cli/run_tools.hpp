@@ -13,6 +13,7 @@
 
 #include "decode/token_constraint.hpp"
 #include "serve/chat_turn.hpp"
+#include "serve/openai_format.hpp"
 #include "serve/request.hpp"
 #include "text/reply_parser.hpp"
 #include "text/token_trie.hpp"
@@ -36,7 +37,7 @@ class RunTools {
   template <class Emit>
   void finish(Emit&& emit) {
     print(parser_->finish(), emit);
-    for (const ToolCall& call : parser_->reply().tool_calls) emit("\n" + call_line(call));
+    for (const ToolCall& call : parser_->reply().tool_calls) emit("\n" + serve::tool_call_json(call));
   }
 
  private:
@@ -48,7 +49,6 @@ class RunTools {
     }
   }
   static void reasoning(const std::string& text);
-  static std::string call_line(const ToolCall& call);
 
   serve::CompletionRequest request_;
   ChatStyle style_;

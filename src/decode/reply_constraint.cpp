@@ -20,25 +20,24 @@ void ReplyConstraint::enter(int step) {
   matcher_ = s.kind == ReplyStep::Kind::Text ? s.make(state_) : nullptr;
 }
 
+std::vector<ReplyStep::Edge> ReplyConstraint::edges_of(int step) const {
+  const ReplyStep& s = program_.steps[static_cast<size_t>(step)];
+  if (s.kind != ReplyStep::Kind::End) return s.edges;
+  std::vector<ReplyStep::Edge> ends;  // (the end tokens stay at the end)
+  for (int32_t id : end_ids_) ends.push_back({id, step});
+  return ends;
+}
+
 std::vector<ReplyStep::Edge> ReplyConstraint::edges_now() const {
   const ReplyStep& s = program_.steps[static_cast<size_t>(step_)];
-  if (s.kind != ReplyStep::Kind::Text) return s.edges;
-  if (!matcher_->complete()) return {};
-  const ReplyStep& next = program_.steps[static_cast<size_t>(s.next)];
-  if (next.kind == ReplyStep::Kind::End) {
-    std::vector<ReplyStep::Edge> ends;
-    for (int32_t id : end_ids_) ends.push_back({id, s.next});
-    return ends;
-  }
-  return next.edges;
+  if (s.kind != ReplyStep::Kind::Text) return edges_of(step_);
+  return matcher_->complete() ? edges_of(s.next) : std::vector<ReplyStep::Edge>{};
 }
 
 void ReplyConstraint::mask(std::vector<float>& logits) {
   const ReplyStep& s = program_.steps[static_cast<size_t>(step_)];
   std::vector<int32_t> specials;
   for (const ReplyStep::Edge& e : edges_now()) specials.push_back(e.token);
-  if (s.kind == ReplyStep::Kind::End)
-    specials = end_ids_;
   if (s.kind == ReplyStep::Kind::Text) {
     mask_by_matcher(trie_, *matcher_, specials, logits, scratch_);
     return;
@@ -58,16 +57,9 @@ void ReplyConstraint::accept(int32_t token) {
   if (s.kind == ReplyStep::Kind::Free && token < trie_.vocab_size() && !trie_.bytes(token).empty()) return;
   for (const ReplyStep::Edge& e : edges_now()) {
     if (e.token != token) continue;
-    if (s.kind == ReplyStep::Kind::Text) {
-      if (s.done) s.done(*matcher_, state_);
-      const ReplyStep& next = program_.steps[static_cast<size_t>(s.next)];
-      if (next.kind == ReplyStep::Kind::End) return enter(s.next);
-      for (const ReplyStep::Edge& n : next.edges)
-        if (n.token == token) return enter(n.next);
-    }
+    if (s.kind == ReplyStep::Kind::Text && s.done) s.done(*matcher_, state_);  // the text is whole
     return enter(e.next);
   }
-  if (s.kind == ReplyStep::Kind::End && std::find(end_ids_.begin(), end_ids_.end(), token) != end_ids_.end()) return;
   fail("constrained reply: token {} cannot come here (step {})", token, step_);
 }
 

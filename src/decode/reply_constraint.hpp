@@ -58,7 +58,9 @@ class ReplyConstraint : public TokenConstraint {
 
  private:
   void enter(int step);
-  // The control tokens allowed now besides the matcher's text, and where each leads.
+  // The control tokens that leave a step (an End step's end tokens keep it there), and where each leads.
+  std::vector<ReplyStep::Edge> edges_of(int step) const;
+  // The control tokens allowed now besides the matcher's text: a Text step's next step's, once complete.
   std::vector<ReplyStep::Edge> edges_now() const;
 
   ReplyProgram program_;

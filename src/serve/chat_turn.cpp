@@ -10,17 +10,6 @@
 namespace deltafin::serve {
 namespace {
 
-// The text that opens a tool-call section in each format.
-std::string tool_calls_start(ChatStyle style) {
-  switch (style) {
-    case ChatStyle::KimiK2:
-    case ChatStyle::KimiK2Thinking: return "<|tool_calls_section_begin|>";
-    case ChatStyle::KimiK3: return "<|open|>tools<|sep|>";
-    case ChatStyle::DeepSeekV3: return "<｜tool▁calls▁begin｜>";
-    default: return "";
-  }
-}
-
 // Compiles a schema of the request; a SchemaError is a 400 naming the keyword.
 std::shared_ptr<const CompiledSchema> compile(const JsonValue& schema, SchemaMode mode, const std::string& field) {
   try {

@@ -23,8 +23,8 @@ std::vector<int32_t> Generator::chat_prompt(const std::vector<ChatMessage>& mess
   return encode_segments(*tokenizer_, render_chat(chat_style_, messages, options));
 }
 
-std::vector<int32_t> Generator::reply_end_ids() const {
-  std::vector<int32_t> ids = chat_stop_ids_;
+std::vector<int32_t> Generator::end_ids(bool chat) const {
+  std::vector<int32_t> ids = chat ? chat_stop_ids_ : std::vector<int32_t>{};
   if (engine_->summary().eos_token_id >= 0) ids.push_back(static_cast<int32_t>(engine_->summary().eos_token_id));
   return ids;
 }
@@ -48,8 +48,7 @@ GenerationResult Generator::generate(const GenerationInput& in, const TextSink& 
   request.held = r.reused_tokens;
   request.chunk = chunk_;
   request.max_tokens = in.max_tokens;
-  if (in.chat) request.stop_ids = chat_stop_ids_;
-  if (engine_->summary().eos_token_id >= 0) request.stop_ids.push_back(static_cast<int32_t>(engine_->summary().eos_token_id));
+  request.stop_ids = end_ids(in.chat);
   request.stops = in.stops;
   request.tokenizer = tokenizer_.get();
   request.drafter = sampler.greedy() ? drafter_.get() : nullptr;

@@ -66,8 +66,8 @@ class Generator {
 
   const Engine& engine() const { return *engine_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  // The tokens that end a chat reply: the format's end-of-turn tokens and the model's eos.
-  std::vector<int32_t> reply_end_ids() const;
+  // The tokens that end a generation: the model's eos, and for chat the format's end-of-turn tokens.
+  std::vector<int32_t> end_ids(bool chat) const;
   // The vocabulary's byte trie for constrained decoding, made on first use (by the request that
   // holds the engine).
   const TokenTrie& token_trie();

@@ -128,7 +128,7 @@ void HttpServer::handle_completion(const HttpRequest& http_request, ResponseWrit
     input.stops = request.stops;
     if (turn) input.stops.insert(input.stops.end(), turn->stops().begin(), turn->stops().end());
     const std::unique_ptr<TokenConstraint> constraint =
-        turn && turn->constrained() ? turn->constraint(generator_.tokenizer(), generator_.token_trie(), generator_.reply_end_ids()) : nullptr;
+        turn && turn->constrained() ? turn->constraint(generator_.tokenizer(), generator_.token_trie(), generator_.end_ids(true)) : nullptr;
     input.constraint = constraint.get();
     const int64_t prompt_tokens = static_cast<int64_t>(input.prompt.size());
     const int64_t room = std::max<int64_t>(options_.context - prompt_tokens, 0);  // new tokens the context has room for

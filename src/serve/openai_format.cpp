@@ -24,11 +24,6 @@ const char* finish_reason(const GenerationResult& r) {
   return r.finish_reason == "stop" ? "stop" : r.finish_reason == "tool_calls" ? "tool_calls" : "length";
 }
 
-std::string tool_call_json(const ToolCall& c) {
-  return fmt::format("{{\"id\": {}, \"type\": \"function\", \"function\": {{\"name\": {}, \"arguments\": {}}}}}",
-                     json_string(c.id), json_string(c.name), json_string(c.arguments));
-}
-
 // The assistant's message: content (null when the reply is only tool calls), then the reasoning
 // and the tool calls when there are any.
 std::string message_json(const Reply& reply) {
@@ -102,6 +97,11 @@ std::string final_chunk_events(const ResponseHeader& h, const GenerationResult& 
     out += event(fmt::format("{{{}, \"system_fingerprint\": \"{}\", \"choices\": [], \"usage\": {}}}", object_head(h, object),
                              fingerprint, usage_json(r)));
   return out;
+}
+
+std::string tool_call_json(const ToolCall& c) {
+  return fmt::format("{{\"id\": {}, \"type\": \"function\", \"function\": {{\"name\": {}, \"arguments\": {}}}}}",
+                     json_string(c.id), json_string(c.name), json_string(c.arguments));
 }
 
 std::string error_json(const ApiError& e) {

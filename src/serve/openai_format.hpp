@@ -29,6 +29,8 @@ std::string text_chunk_event(const ResponseHeader& h, const std::string& text, b
 std::string delta_chunk_event(const ResponseHeader& h, const ReplyDelta& delta, bool first);
 // The last chunk: finish_reason and the fingerprint; then, when asked, the usage chunk.
 std::string final_chunk_events(const ResponseHeader& h, const GenerationResult& r, bool include_usage);
+// One tool call as OpenAI writes it: {"id", "type": "function", "function": {"name", "arguments"}}.
+std::string tool_call_json(const ToolCall& call);
 std::string error_json(const ApiError& e);
 std::string error_event(const ApiError& e);
 inline constexpr const char* kDoneEvent = "data: [DONE]\n\n";

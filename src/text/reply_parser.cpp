@@ -239,6 +239,16 @@ size_t undecided_k3_tag(std::string_view text) {
 
 }  // namespace
 
+std::string tool_calls_start(ChatStyle style) {
+  switch (style) {
+    case ChatStyle::KimiK2:
+    case ChatStyle::KimiK2Thinking: return std::string(kK2SectionBegin);
+    case ChatStyle::KimiK3: return k3_open("tools");
+    case ChatStyle::DeepSeekV3: return std::string(kDsSectionBegin);
+    default: return "";
+  }
+}
+
 ReplyParser::ReplyParser(ChatStyle style, bool reasoning_first, bool inline_reasoning)
     : style_(style), reasoning_first_(reasoning_first), inline_reasoning_(inline_reasoning) {}
 

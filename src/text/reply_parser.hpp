@@ -38,6 +38,9 @@ struct Reply {
   std::vector<ToolCall> tool_calls;
 };
 
+// The text that opens a tool-call section in the style's replies ("" for Plain).
+std::string tool_calls_start(ChatStyle style);
+
 class ReplyParser {
  public:
   // reasoning_first: the prompt opened the reasoning (Kimi K3 with thinking on). inline_reasoning:

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   app.add_option("--drives", drives, "Drives the records are striped over (expert % drives)")->check(CLI::Range(1, 1024));
   app.add_option("--verify-width", verify_width, "Decode passes regrouped into verify passes of this many positions")
       ->check(CLI::Range(int64_t{0}, int64_t{64}));
-  app.add_option("--policy", policy, "cycle-lru, frequency or pinned")->check(CLI::IsMember({"cycle-lru", "frequency", "pinned"}));
+  app.add_option("--policy", policy, "cycle-lru, frequency, pinned or oracle (Belady's bound)")->check(CLI::IsMember({"cycle-lru", "frequency", "pinned", "oracle"}));
   app.add_option("--half-life", half_life, "frequency: passes")->check(CLI::PositiveNumber);
   app.add_option("--usage-trace", usage_trace, "pinned: the trace whose usage chooses the pinned experts (default: the replayed one)");
   app.add_option("--pinned-share", pinned_share, "pinned: share of the budget's slots pinned")->check(CLI::Range(0.0, 1.0));
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
           o.policy.usage = trace_usage(usage_trace.empty() ? trace : read_routing_trace(usage_trace));
           o.policy.pinned = static_cast<uint64_t>(pinned_share * static_cast<double>(b / h.slot_bytes));
         }
-        const CacheSimResult r = simulate_cache(trace, o);
+        const CacheSimResult r = policy == "oracle" ? simulate_oracle(trace, o) : simulate_cache(trace, o);
         std::string per_drive;
         for (uint64_t d : r.drive_bytes) per_drive += fmt::format("{}{}", per_drive.empty() ? "" : ",", d);
         const double hit = r.hits + r.misses ? double(r.hits) / double(r.hits + r.misses) : 0;

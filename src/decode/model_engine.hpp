@@ -91,6 +91,8 @@ struct Family;
 // A routing trace's header for this model (its shapes and one expert's read and memory bytes).
 RoutingTraceHeader routing_trace_header(const std::string& model, int64_t top_k, const ExpertReader& reader,
                                         const ExpertTable& experts);
+// EXPERIMENT (issue 38; removed once measured): DELTAFIN_CACHE_POLICY=cycle-lru|frequency|pinned.
+CachePolicyOptions experimental_cache_policy();
 // The engine of `family` (decode/family_engines.cpp).
 std::unique_ptr<Engine> open_family_engine(const Family& family, const EngineOptions& options);
 
@@ -243,7 +245,7 @@ class ModelEngine final : public Engine {
                            expert_slot_bytes(*reader_, experts_), all_experts_bytes(*reader_, experts_), F::top_k(config_),
                            pass_positions_wanted(o, config_)},
                           backend_->memory_pools(), memory_source_, device_memory_source_)),
-        store_(*backend_, *index_, experts_, *reader_, plan_.experts),
+        store_(*backend_, *index_, experts_, *reader_, plan_.experts, experimental_cache_policy()),
         stream_(plan_.spine_streamed
                     ? std::make_unique<SpineStream>(*backend_, *index_, *reader_, stream_plan(plan_, F::bytes(config_)))
                     : nullptr),
@@ -268,7 +270,9 @@ class ModelEngine final : public Engine {
       model_.set_lookahead(store_.budget_bytes() / 4);
     }
     if (o.record_routing) {
-      recorder_ = std::make_unique<RoutingRecorder>(routing_trace_header(F::name(config_), F::top_k(config_), *reader_, experts_));
+      RoutingTraceHeader header = routing_trace_header(F::name(config_), F::top_k(config_), *reader_, experts_);
+      header.label = "deltafin run --model " + o.model_dir;
+      recorder_ = std::make_unique<RoutingRecorder>(std::move(header));
       model_.set_routing_recorder(recorder_.get());
     }
     warn_unused_tensors(*index_, config_.num_hidden_layers, config_.num_nextn_predict_layers);

@@ -57,6 +57,8 @@ double CachePolicy::score(const CacheMeta& meta) const {
     }
     case CachePolicyOptions::Kind::Pinned:
       return pinned_[meta.layer * experts_ + meta.expert] && !meta.cold ? distance - 4.0 * static_cast<double>(layers_) : distance;
+    case CachePolicyOptions::Kind::Oracle:
+      return meta.last_use < options_.next_request.size() ? static_cast<double>(options_.next_request[meta.last_use]) : 1e300;
     case CachePolicyOptions::Kind::CycleLru:
       break;
   }

@@ -10,7 +10,10 @@
 //              passes expected to skip it, 1/p - 1, with p the share of recent passes through its
 //              layer that requested it (counts decayed with a half-life of `half_life` passes);
 //   Pinned     the `pinned` most used experts of a usage count (`deltafin run --record-usage`)
-//              never go while anything else can; CycleLru among the rest.
+//              never go while anything else can; CycleLru among the rest;
+//   Oracle     (the simulator's bound, not a policy: it knows the future) the expert requested
+//              again last goes first, Belady's choice; `next_request[t]` is the tick of the next
+//              request for the expert requested at tick t (past the end: never).
 // Experts only rejected drafts used (cold) go first under every kind. Ties go by (layer, expert),
 // so a choice never depends on a map's order.
 #pragma once
@@ -21,10 +24,11 @@
 namespace deltafin {
 
 struct CachePolicyOptions {
-  enum class Kind { CycleLru, Frequency, Pinned } kind = Kind::CycleLru;
+  enum class Kind { CycleLru, Frequency, Pinned, Oracle } kind = Kind::CycleLru;
   double half_life = 64;                     // Frequency: passes
   std::vector<std::vector<uint64_t>> usage;  // Pinned: [layer][expert] counts
   uint64_t pinned = 0;                       // Pinned: how many experts
+  std::vector<uint64_t> next_request;        // Oracle: indexed by request tick (1-based)
 };
 
 // What the policy knows of one cached expert.

@@ -17,8 +17,9 @@ struct SimEntry {
 
 class SimStore {
  public:
-  SimStore(const RoutingTraceHeader& h, const CacheSimOptions& o)
-      : h_(h), o_(o), policy_(h.layers, h.experts, o.policy) {
+  // log: where every request's (layer, expert) key goes, in request order (nullptr: nowhere).
+  SimStore(const RoutingTraceHeader& h, const CacheSimOptions& o, std::vector<uint64_t>* log)
+      : h_(h), o_(o), policy_(h.layers, h.experts, o.policy), log_(log) {
     const uint64_t records = h.moe_layers.size() * static_cast<uint64_t>(h.experts);
     slots_ = std::max<uint64_t>(1, std::min(o.budget_bytes / h.slot_bytes, records));
     if (o.budget_bytes < h.slot_bytes) fail("a budget of {} bytes cannot hold one expert ({} bytes)", o.budget_bytes, h.slot_bytes);
@@ -67,6 +68,7 @@ class SimStore {
     std::vector<Key> queued;
     for (int32_t expert : experts) {
       const Key kk = key(layer, expert);
+      if (log_) log_->push_back(kk);
       auto it = entries_.find(kk);
       if (it != entries_.end()) {
         ++r_.hits;
@@ -124,6 +126,7 @@ class SimStore {
   const RoutingTraceHeader& h_;
   const CacheSimOptions& o_;
   CachePolicy policy_;
+  std::vector<uint64_t>* log_;
   uint64_t slots_ = 0, held_ = 0;
   bool decode_ = false;
   std::unordered_map<Key, SimEntry> entries_;
@@ -132,10 +135,8 @@ class SimStore {
   CacheSimResult r_;
 };
 
-}  // namespace
-
-CacheSimResult simulate_cache(const RoutingTrace& trace, const CacheSimOptions& options) {
-  SimStore store(trace.header, options);
+CacheSimResult replay(const RoutingTrace& trace, const CacheSimOptions& options, std::vector<uint64_t>* log) {
+  SimStore store(trace.header, options, log);
   const size_t layers = trace.header.moe_layers.size();
   std::vector<const std::vector<uint16_t>*> rows(layers);
   const auto positions = [](int64_t start, int64_t n) {
@@ -167,6 +168,29 @@ CacheSimResult simulate_cache(const RoutingTrace& trace, const CacheSimOptions& 
   }
   flush();
   return store.result();
+}
+
+}  // namespace
+
+CacheSimResult simulate_cache(const RoutingTrace& trace, const CacheSimOptions& options) {
+  return replay(trace, options, nullptr);
+}
+
+CacheSimResult simulate_oracle(const RoutingTrace& trace, CacheSimOptions options) {
+  // The requests come in the same order under every policy (the trace fixes them): log them once,
+  // then give each request tick the tick of the next request for the same expert.
+  std::vector<uint64_t> keys;
+  replay(trace, options, &keys);
+  std::vector<uint64_t>& next = options.policy.next_request;
+  next.assign(keys.size() + 1, ~uint64_t{0});
+  std::unordered_map<uint64_t, uint64_t> later;  // key -> the tick of its next request
+  for (size_t t = keys.size(); t >= 1; --t) {
+    auto it = later.find(keys[t - 1]);
+    next[t] = it == later.end() ? ~uint64_t{0} : it->second;
+    later[keys[t - 1]] = t;
+  }
+  options.policy.kind = CachePolicyOptions::Kind::Oracle;
+  return replay(trace, options, nullptr);
 }
 
 }  // namespace deltafin

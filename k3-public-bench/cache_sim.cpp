@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   uint64_t budget_bytes = 0;
   int drives = 1;
   int64_t verify_width = 0;
-  double half_life = 64, pinned_share = 0.5;
+  double half_life = 32, pinned_share = 0.5;
   app.add_option("traces", traces, "Routing traces")->required()->check(CLI::ExistingFile);
   app.add_option("--budget-bytes", budget_bytes, "The store's expert budget in bytes");
   app.add_option("--budget-fraction", fractions, "Budgets as fractions of all experts, comma-separated");

@@ -73,7 +73,8 @@ done
   echo "(32 routed experts top-4 on 5 MoE layers, 110592-byte records) greedy, \`--draft off\`, $tokens tokens a text;"
   echo "budgets as shares of all 160 experts."
   echo
-  python3 k3-public-bench/summarize_routing_bench.py "$rows" "$sims"
+  python3 k3-public-bench/summarize_routing_bench.py "$rows" "$sims" || status=$?
 } > "$work/out.md"
 mv "$work/out.md" "$out"
 cat "$out"
+exit "${status:-0}"

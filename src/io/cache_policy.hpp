@@ -25,7 +25,7 @@ namespace deltafin {
 
 struct CachePolicyOptions {
   enum class Kind { CycleLru, Frequency, Pinned, Oracle } kind = Kind::CycleLru;
-  double half_life = 64;                     // Frequency: passes
+  double half_life = 32;                     // Frequency: passes
   std::vector<std::vector<uint64_t>> usage;  // Pinned: [layer][expert] counts
   uint64_t pinned = 0;                       // Pinned: how many experts
   std::vector<uint64_t> next_request;        // Oracle: indexed by request tick (1-based)

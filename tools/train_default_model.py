@@ -27,9 +27,17 @@ Usage (what produced models/default and models/default-draft; see docs/default-m
   python3 tools/train_default_model.py --out OUTDIR --total-seconds 520
   python3 tools/train_default_model.py --out OUTDIR --smoke          # tiny end-to-end check
 Fixed step counts instead of the wall-clock budget: --target-steps N --draft-steps M.
+
+The same script trains the larger routing-study model (docs/routing-model.md): more, smaller experts
+(--experts, --top-k, --moe-layers, --moe-inter), no draft (--no-draft), extra plain text besides the
+stdlib (--corpus DIR: every *.txt / *.txt.gz under it, made by tools/make_prose_corpus.py), a sharded
+checkpoint (--shard-mb: model-0000X-of-0000Y.safetensors + model.safetensors.index.json) and its own
+directory name inside models.tgz (--name). Without these flags it does exactly what it did for
+models/default.
 """
 import argparse
 import csv
+import gzip
 import hashlib
 import json
 import math
@@ -211,6 +219,34 @@ def dequantized(stored):
     return out
 
 
+def save_shards(stored, directory, shard_mb):
+    """model-0000X-of-0000Y.safetensors of at most shard_mb MiB each (tensors in state-dict order, as a
+    real checkpoint groups them by layer) + model.safetensors.index.json; returns the shards' sizes."""
+    from safetensors.torch import save_file
+    limit = shard_mb * 2 ** 20
+    shards, cur, cur_bytes = [], {}, 8 + 128                        # header length + its metadata
+    for name, t in stored.items():
+        need = t.numel() * t.element_size() + len(name) + 96      # data + this tensor's header entry
+        if cur and cur_bytes + need > limit:
+            shards.append(cur)
+            cur, cur_bytes = {}, 8 + 128
+        cur[name], cur_bytes = t, cur_bytes + need
+    shards.append(cur)
+    weight_map, sizes = {}, {}
+    for i, part in enumerate(shards):
+        fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file(part, os.path.join(directory, fname), metadata={"format": "pt"})
+        sizes[fname] = os.path.getsize(os.path.join(directory, fname))
+        if sizes[fname] > limit:
+            log(f"WARNING: {fname} has {sizes[fname]} bytes, over {limit}")
+        weight_map.update({n: fname for n in part})
+    total = sum(t.numel() * t.element_size() for t in stored.values())
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=1)
+    log("shards", sizes)
+    return sizes
+
+
 def load_reference(cfg, tensors, device, attn="eager"):
     """Load real-layout fp32 tensors through transformers' own from_pretrained (as make_golden_k2.py)."""
     from safetensors.torch import save_file
@@ -234,6 +270,31 @@ def load_reference(cfg, tensors, device, attn="eager"):
 
 
 # ---------------------------------------------------------------------------------------------- data
+def collect_corpus(corpus, limit=None):
+    """(relpath, text) of every *.txt / *.txt.gz under corpus, relpaths prefixed 'corpus/' (their own
+    held-out hash space) and without '.gz' (a gzipped copy splits the same), in sorted order; limit
+    subsamples as collect_files does."""
+    texts = []
+    for d, dirs, names in os.walk(corpus):
+        dirs.sort()
+        for n in sorted(names):
+            p = os.path.join(d, n)
+            if n.endswith(".txt.gz"):
+                with gzip.open(p, "rb") as f:
+                    t = f.read().decode("utf-8")
+            elif n.endswith(".txt"):
+                with open(p, "rb") as f:
+                    t = f.read().decode("utf-8")
+            else:
+                continue
+            if t.strip():
+                texts.append(("corpus/" + os.path.relpath(p, corpus).removesuffix(".gz"), t))
+    texts.sort()
+    if limit:
+        texts = texts[:: max(1, len(texts) // limit)][:limit]
+    return texts
+
+
 def collect_files(limit=None):
     root = sysconfig.get_paths()["stdlib"]
     files = []
@@ -319,13 +380,14 @@ def build_model(spec, device, seed):
     return cfg, model.to(device)
 
 
-def pick_experts_impl(model, cfg, data, device, batch):
-    """grouped_mm if it runs forward+backward here and is faster than eager; else eager."""
+def pick_experts_impl(model, cfg, data, device, batch, candidates=("grouped_mm", "eager")):
+    """grouped_mm if it runs forward+backward here and is faster than eager; else eager (the only
+    candidate if one is named, eager if it fails)."""
     if cfg.first_k_dense_replace >= cfg.num_hidden_layers or not hasattr(model, "set_experts_implementation"):
         return "n/a"
     x = data[: batch * (SEQ + 1)].view(batch, SEQ + 1).to(device)
     best, best_t = None, 1e9
-    for impl in ("grouped_mm", "eager"):
+    for impl in candidates:
         try:
             model.set_experts_implementation(impl)
             ts = []
@@ -345,6 +407,7 @@ def pick_experts_impl(model, cfg, data, device, batch):
         except Exception as e:  # noqa: BLE001 - any failure just rules the backend out
             log(f"experts {impl} failed: {repr(e)[:300]}")
             model.zero_grad(set_to_none=True)
+    best = best or "eager"
     model.set_experts_implementation(best)
     return best
 
@@ -406,11 +469,12 @@ def windows_of(ids, stride=SEQ):
     return torch.stack([ids[i * stride: i * stride + SEQ + 1] for i in range(nwin)])
 
 
-def train(name, spec, data, val_windows, device, seconds, steps, batch, lr, writer, seed, bias_u):
+def train(name, spec, data, val_windows, device, seconds, steps, batch, lr, writer, seed, bias_u,
+          experts_impls=("grouped_mm", "eager")):
     cfg, model = build_model(spec, device, seed)
     nparams = sum(p.numel() for p in model.parameters())
     log(f"{name}: {nparams / 1e6:.2f}M parameters")
-    impl = pick_experts_impl(model, cfg, data, device, batch)
+    impl = pick_experts_impl(model, cfg, data, device, batch, experts_impls)
     balancer = BiasBalancer(model, cfg, bias_u) if cfg.first_k_dense_replace < cfg.num_hidden_layers else None
     decay = [p for p in model.parameters() if p.dim() >= 2]
     nodecay = [p for p in model.parameters() if p.dim() < 2]
@@ -512,9 +576,13 @@ def acceptance(draft, target, ids, device, n_windows, ctx, k, seed):
 
 @torch.no_grad()
 def expert_load(model, windows):
-    """Fraction of routed assignments per expert on held-out windows, per MoE layer (max/mean)."""
+    """Routed assignments per expert on held-out windows, per MoE layer: max/mean and min/mean load,
+    normalized entropy of the load, the busiest 10 % of experts' share, unused experts, and the mean
+    share of a position's top-k experts that the next position also chooses (independent uniform
+    routing would give top_k / experts)."""
     gates = [(n, m) for n, m in model.named_modules() if hasattr(m, "e_score_correction_bias")]
-    counts = {}
+    k, e = model.config.num_experts_per_tok, model.config.n_routed_experts
+    counts, overlap = {}, {}
 
     def mk(name):
         def hook(mod, inp):
@@ -522,6 +590,12 @@ def expert_load(model, windows):
             s = torch.sigmoid(x @ mod.weight.float().t()) + mod.e_score_correction_bias
             idx = s.topk(model.config.num_experts_per_tok, -1).indices
             counts[name] = counts.get(name, 0) + torch.bincount(idx.flatten(), minlength=model.config.n_routed_experts)
+            chosen = torch.zeros(idx.shape[0], e, dtype=torch.bool, device=idx.device)
+            chosen.scatter_(1, idx, True)
+            chosen = chosen.view(-1, SEQ, e)                 # windows of SEQ consecutive positions
+            shared = (chosen[:, 1:] & chosen[:, :-1]).sum().item()
+            o = overlap.get(name, (0, 0))
+            overlap[name] = (o[0] + shared, o[1] + chosen.shape[0] * (SEQ - 1) * k)
         return hook
     hs = [m.register_forward_pre_hook(mk(n)) for n, m in gates]
     for i in range(0, min(64, windows.shape[0]), 16):
@@ -531,8 +605,16 @@ def expert_load(model, windows):
     out = {}
     for n, c in counts.items():
         c = c.float()
+        p = c / c.sum()
+        nz = p[p > 0]
+        top = max(1, e // 10)
         out[n.replace(".mlp.gate", "")] = {"max_over_mean": round((c.max() / c.mean()).item(), 3),
-                                           "min_over_mean": round((c.min() / c.mean()).item(), 3)}
+                                           "min_over_mean": round((c.min() / c.mean()).item(), 3),
+                                           "normalized_entropy": round((-(nz * nz.log()).sum() / math.log(e)).item(), 4),
+                                           "top10pct_share": round(p.sort(descending=True).values[:top].sum().item(), 4),
+                                           "unused_experts": int((c == 0).sum().item()),
+                                           "consecutive_overlap": round(overlap[n][0] / overlap[n][1], 4),
+                                           "consecutive_overlap_if_independent": round(k / e, 4)}
     return out
 
 
@@ -564,7 +646,22 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--draft-lr", type=float, default=3e-3)
     ap.add_argument("--bias-update", type=float, default=1e-3)
+    ap.add_argument("--name", default="default", help="the target's directory inside models.tgz (models/NAME)")
+    ap.add_argument("--experts", type=int, default=TARGET["n_routed_experts"], help="routed experts per MoE layer")
+    ap.add_argument("--top-k", type=int, default=TARGET["num_experts_per_tok"], help="routed experts per token")
+    ap.add_argument("--moe-layers", type=int, default=TARGET["num_hidden_layers"] - 1,
+                    help="MoE layers after the one dense first layer")
+    ap.add_argument("--moe-inter", type=int, default=TARGET["moe_intermediate_size"],
+                    help="width of each routed (and the shared) expert")
+    ap.add_argument("--no-draft", action="store_true", help="train and ship no draft model")
+    ap.add_argument("--corpus", default="", help="folder of extra *.txt / *.txt.gz files to train on")
+    ap.add_argument("--experts-impl", choices=["auto", "grouped_mm", "eager"], default="auto",
+                    help="transformers' experts backend for training (auto: the faster of the two, timed)")
+    ap.add_argument("--shard-mb", type=float, default=0,
+                    help="write model-0000X-of-0000Y.safetensors shards of at most this many MiB + index")
     args = ap.parse_args()
+    spec = dict(TARGET, n_routed_experts=args.experts, num_experts_per_tok=args.top_k,
+                num_hidden_layers=args.moe_layers + 1, moe_intermediate_size=args.moe_inter)
 
     import tokenizers
     import transformers
@@ -573,11 +670,12 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = True
     os.makedirs(args.out, exist_ok=True)
     shutil.rmtree(args.work, ignore_errors=True)
-    tdir = os.path.join(args.work, "models", "default")
-    ddir = os.path.join(args.work, "models", "default-draft")
+    tdir = os.path.join(args.work, "models", args.name)
+    ddir = None if args.no_draft else os.path.join(args.work, "models", args.name + "-draft")
     gdir = os.path.join(tdir, "golden")
     for d in (tdir, ddir, gdir):
-        os.makedirs(d)
+        if d:
+            os.makedirs(d)
     metrics = {"python": sys.version, "torch": torch.__version__, "transformers": transformers.__version__,
                "tokenizers": tokenizers.__version__, "gpu": torch.cuda.get_device_name(0), "args": vars(args)}
 
@@ -587,6 +685,8 @@ def main():
 
     # 1. data
     root, texts, skipped = collect_files(limit=300 if args.smoke else None)
+    if args.corpus:
+        texts = texts + collect_corpus(args.corpus, limit=100 if args.smoke else None)
     train_t = [(r, t) for r, t in texts if not is_heldout(r)]
     held_t = [(r, t) for r, t in texts if is_heldout(r)]
     corpus_hash = hashlib.sha256("".join(r + "\0" + t for r, t in texts).encode()).hexdigest()
@@ -595,12 +695,17 @@ def main():
                        "train_bytes": sum(len(t.encode()) for _, t in train_t),
                        "heldout_bytes": sum(len(t.encode()) for _, t in held_t),
                        "corpus_sha256": corpus_hash, "heldout_list": [r for r, _ in held_t]}
+    if args.corpus:
+        metrics["data"]["corpus"] = {"dir": args.corpus,
+                                     "files": sum(r.startswith("corpus/") for r, _ in texts),
+                                     "bytes": sum(len(t.encode()) for r, t in texts if r.startswith("corpus/"))}
     log("data", {k: v for k, v in metrics["data"].items() if k != "heldout_list"})
 
     # 2. tokenizer
     tok = train_tokenizer([t for _, t in train_t])
     for d in (tdir, ddir):
-        save_tokenizer(tok, d)
+        if d:
+            save_tokenizer(tok, d)
     train_ids = stream(tok, [t for _, t in train_t]).to(device)
     held_ids = stream(tok, [t for _, t in held_t])
     metrics["data"].update(train_tokens=int(train_ids.numel()), heldout_tokens=int(held_ids.numel()),
@@ -612,6 +717,8 @@ def main():
     # 3-4. training, time-boxed
     budget = args.total_seconds - (time.time() - T0) - args.reserve_seconds
     t_sec, d_sec = budget * (1 - args.draft_share), budget * args.draft_share
+    if args.no_draft:
+        t_sec, d_sec = budget, 0
     if args.smoke:
         t_sec, d_sec = 12, 6
     log(f"training budget: target {t_sec:.0f}s, draft {d_sec:.0f}s")
@@ -619,14 +726,16 @@ def main():
     with open(csv_path, "w", newline="") as fcsv:
         w = csv.writer(fcsv)
         w.writerow(["model", "step", "tokens", "elapsed_s", "lr", "train_loss", "val_loss"])
-        tcfg, tmodel, tinfo = train("target", TARGET, train_ids, val_windows, device, t_sec, args.target_steps,
-                                    args.batch, args.lr, w, 1234, args.bias_update)
+        tcfg, tmodel, tinfo = train("target", spec, train_ids, val_windows, device, t_sec, args.target_steps,
+                                    args.batch, args.lr, w, 1234, args.bias_update,
+                                    ("grouped_mm", "eager") if args.experts_impl == "auto" else (args.experts_impl,))
         fcsv.flush()
         metrics["target_training"] = tinfo
         dump_metrics()
-        dcfg, dmodel, dinfo = train("draft", DRAFT, train_ids, val_windows, device, d_sec, args.draft_steps,
-                                    args.batch, args.draft_lr, w, 4321, 0.0)
-        metrics["draft_training"] = dinfo
+        if not args.no_draft:
+            dcfg, dmodel, dinfo = train("draft", DRAFT, train_ids, val_windows, device, d_sec, args.draft_steps,
+                                        args.batch, args.draft_lr, w, 4321, 0.0)
+            metrics["draft_training"] = dinfo
     dump_metrics()
 
     # held-out NLL of the trained (unquantized, fp32 master weights, bf16 autocast) models
@@ -640,23 +749,30 @@ def main():
     bias = {n: b.detach().cpu().tolist() for n, b in tmodel.named_buffers() if n.endswith("e_score_correction_bias")}
     metrics["e_score_correction_bias_range"] = {n: [round(min(v), 4), round(max(v), 4)] for n, v in bias.items()}
     t_stored = store(real_layout(tmodel.state_dict()), int4=True)
-    d_stored = store(real_layout(dmodel.state_dict()), int4=False)
+    d_stored = None if args.no_draft else store(real_layout(dmodel.state_dict()), int4=False)
     log("target tensors (layer 1, first 12):", [(n, tuple(t.shape), str(t.dtype)) for n, t in
                                                   sorted(t_stored.items()) if ".layers.1." in n][:12])
     log("target state_dict names (layer 1):", [n for n in tmodel.state_dict() if ".layers.1." in n])
-    save_file(t_stored, os.path.join(tdir, "model.safetensors"), metadata={"format": "pt"})
-    save_file(d_stored, os.path.join(ddir, "model.safetensors"), metadata={"format": "pt"})
-    for d, cfg, q in ((tdir, tcfg, True), (ddir, dcfg, False)):
-        with open(os.path.join(d, "config.json"), "w") as f:
-            json.dump(kimi_config(cfg, q), f, indent=1, sort_keys=True)
-    del tmodel, dmodel
+    if args.shard_mb:
+        metrics["shards"] = save_shards(t_stored, tdir, args.shard_mb)
+    else:
+        save_file(t_stored, os.path.join(tdir, "model.safetensors"), metadata={"format": "pt"})
+    if d_stored is not None:
+        save_file(d_stored, os.path.join(ddir, "model.safetensors"), metadata={"format": "pt"})
+    for d, cfg, q in ((tdir, tcfg, True), (ddir, None if args.no_draft else dcfg, False)):
+        if d:
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(kimi_config(cfg, q), f, indent=1, sort_keys=True)
+    del tmodel
+    if not args.no_draft:
+        del dmodel
     torch.cuda.empty_cache()
     log("exported")
 
     # 6. golden: quantized target, dequantized, through from_pretrained, fp32, eager attention
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    gcfg = make_config(TARGET, "eager")
+    gcfg = make_config(spec, "eager")
     qt = load_reference(gcfg, dequantized(t_stored), device)
     qt.generation_config.eos_token_id = None
     qt.generation_config.pad_token_id = 0
@@ -671,9 +787,15 @@ def main():
         json.dump({"prompt": prompt, "generated": generated, "prompt_text": prompt_text,
                    "generated_text": tok.decode(generated), "transformers": transformers.__version__,
                    "torch": torch.__version__, "device": device, "dtype": "float32", "attention": "eager",
-                   "weights": "models/default/model.safetensors with the INT4 routed experts dequantized",
+                   "weights": f"models/{args.name}/{'model-*.safetensors' if args.shard_mb else 'model.safetensors'}"
+                              " with the INT4 routed experts dequantized",
                    "script": "tools/train_default_model.py"}, f, indent=1)
     log("golden", repr(prompt_text), "->", repr(tok.decode(generated)))
+    # pack now: the model is complete, what follows only measures it
+    tgz = os.path.join(args.work, "models.tgz")
+    os.system(f"cd {args.work} && tar czf {tgz} models && split -b 15m -d {tgz} {args.out}/models.tgz.part-")
+    os.system(f"du -ab {args.work}/models")
+    dump_metrics()
 
     # 7. metrics on the shipped weights (fp32, no autocast)
     try:
@@ -681,20 +803,32 @@ def main():
     except Exception as e:  # noqa: BLE001
         log("set_attn_implementation:", repr(e)[:200])
     nq, nn_ = eval_nll(qt, val_windows, 16, autocast=False)
-    dr = load_reference(make_config(DRAFT, "sdpa"), dequantized(d_stored), device, attn="sdpa")
-    nd, _ = eval_nll(dr, val_windows, 32, autocast=False)
     metrics["heldout"]["target_int4_shipped"] = {"nll": nq / nn_, "ppl": math.exp(nq / nn_),
                                                  "bits_per_byte": nq / math.log(2) / heldout_bytes}
-    metrics["heldout"]["draft_bf16_shipped"] = {"nll": nd / nn_, "ppl": math.exp(nd / nn_),
-                                                "bits_per_byte": nd / math.log(2) / heldout_bytes}
+    if not args.no_draft:
+        dr = load_reference(make_config(DRAFT, "sdpa"), dequantized(d_stored), device, attn="sdpa")
+        nd, _ = eval_nll(dr, val_windows, 32, autocast=False)
+        metrics["heldout"]["draft_bf16_shipped"] = {"nll": nd / nn_, "ppl": math.exp(nd / nn_),
+                                                    "bits_per_byte": nd / math.log(2) / heldout_bytes}
+    if args.corpus:                              # the shipped target on each kind of held-out text
+        for kind, keep in (("stdlib", lambda r: not r.startswith("corpus/")), ("corpus", lambda r: r.startswith("corpus/"))):
+            part = [t for r, t in held_t if keep(r)]
+            w = windows_of(stream(tok, part)).to(device) if part else None
+            if w is not None and w.shape[0]:
+                nk, nnk = eval_nll(qt, w, 16, autocast=False)
+                metrics["heldout"][f"target_int4_shipped_{kind}"] = {"nll": nk / nnk, "ppl": math.exp(nk / nnk),
+                                                                     "predicted_tokens": nnk}
     metrics["heldout"]["note"] = ("bits_per_byte divides by the held-out files' UTF-8 bytes; the first token "
                                   "of each held-out stream and the tail after the last whole window are not scored")
     log("held-out", json.dumps(metrics["heldout"]))
-    metrics["acceptance"] = acceptance(dr, qt, held_ids, device, 64 if args.smoke else 1024, 128, 4, 7)
-    log("acceptance", json.dumps(metrics["acceptance"]))
+    dump_metrics()
+    if not args.no_draft:
+        metrics["acceptance"] = acceptance(dr, qt, held_ids, device, 64 if args.smoke else 1024, 128, 4, 7)
+        log("acceptance", json.dumps(metrics["acceptance"]))
     metrics["expert_load_heldout"] = expert_load(qt, val_windows)
+    log("expert load", json.dumps(metrics["expert_load_heldout"]))
     samples = {}
-    for nm, m in (("target", qt), ("draft", dr)):
+    for nm, m in (("target", qt),) + ((("draft", dr),) if not args.no_draft else ()):
         m.generation_config.eos_token_id = 0
         m.generation_config.pad_token_id = 0
         with torch.no_grad():
@@ -722,16 +856,15 @@ def main():
         ax.set_xlabel("step (64 x 512 tokens)")
         ax.set_ylabel("cross-entropy (nats/token)")
         ax.set_ylim(top=min(8.5, ax.get_ylim()[1]))
-        ax.set_title("Deltafin default model: Python stdlib, vocab 4096")
+        ax.set_title("Deltafin default model: Python stdlib, vocab 4096" if args.name == "default" else
+                     f"Deltafin {args.name} model: Python stdlib{' + ' + os.path.basename(args.corpus.rstrip('/')) if args.corpus else ''}, vocab 4096")
         ax.grid(alpha=0.3)
         ax.legend()
         fig.tight_layout()
         fig.savefig(os.path.join(args.out, "loss.png"))
     except Exception as e:  # noqa: BLE001
         log("plot failed:", repr(e))
-    tgz = os.path.join(args.work, "models.tgz")
-    os.system(f"cd {args.work} && tar czf {tgz} models && split -b 15m -d {tgz} {args.out}/models.tgz.part-")
-    os.system(f"du -ab {args.work}/models; ls -l {args.out}")
+    os.system(f"ls -l {args.out}")
     log("done")
 
 

@@ -3,7 +3,7 @@
 // and prints, per budget, the hit rate, expert bytes read per decoded token and the load on each
 // drive. Budgets: --budget-bytes (exactly the store's; the receipt's memory.budget) or
 // --budget-fraction (of all experts; several, comma-separated). --json writes the rows.
-//   cache_sim TRACE... [--budget-fraction 0.01,0.1,0.5] [--drives N] [--verify-width W]
+//   cache_sim TRACE... [--budget-fraction 0.01,0.1,0.5] [--drives N] [--hosts N --host H] [--verify-width W]
 //             [--policy cycle-lru|frequency|pinned] [--usage-trace T] [--pinned-share S] [--json FILE]
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -56,13 +56,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> traces;
   std::string fractions, policy = "cycle-lru", usage_trace, json_path;
   uint64_t budget_bytes = 0;
-  int drives = 1;
+  int drives = 1, hosts = 1, host = 0;
   int64_t verify_width = 0;
   double half_life = 32, pinned_share = 0.5;
   app.add_option("traces", traces, "Routing traces")->required()->check(CLI::ExistingFile);
   app.add_option("--budget-bytes", budget_bytes, "The store's expert budget in bytes");
   app.add_option("--budget-fraction", fractions, "Budgets as fractions of all experts, comma-separated");
   app.add_option("--drives", drives, "Drives the records are striped over (expert % drives)")->check(CLI::Range(1, 1024));
+  app.add_option("--hosts", hosts, "Hosts the experts are split over (expert % hosts)")->check(CLI::Range(1, 1024));
+  app.add_option("--host", host, "Which host's store to simulate (0-based; its budget is the one given)")->check(CLI::Range(0, 1023));
   app.add_option("--verify-width", verify_width, "Decode passes regrouped into verify passes of this many positions")
       ->check(CLI::Range(int64_t{0}, int64_t{64}));
   app.add_option("--policy", policy, "cycle-lru, frequency, pinned or oracle (Belady's bound)")->check(CLI::IsMember({"cycle-lru", "frequency", "pinned", "oracle"}));
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
         o.budget_bytes = b;
         o.drives = drives;
         o.verify_width = verify_width;
+        o.hosts = hosts, o.host = host;
         if (policy == "frequency") o.policy.kind = CachePolicyOptions::Kind::Frequency, o.policy.half_life = half_life;
         if (policy == "pinned") {
           o.policy.kind = CachePolicyOptions::Kind::Pinned;
@@ -107,9 +110,9 @@ int main(int argc, char** argv) {
                     (unsigned long long)r.bytes_read, per_drive.c_str());
         json += fmt::format(
             "{{\"trace\": \"{}\", \"source\": \"{}\", \"policy\": \"{}\", \"budget_bytes\": {}, \"slots\": {}, \"share\": {:.6f}, "
-            "\"drives\": {}, \"verify_width\": {}, \"hits\": {}, \"misses\": {}, \"bytes_read\": {}, \"decode_bytes_read\": {}, "
+            "\"drives\": {}, \"hosts\": {}, \"host\": {}, \"verify_width\": {}, \"hits\": {}, \"misses\": {}, \"bytes_read\": {}, \"decode_bytes_read\": {}, "
             "\"decode_positions\": {}, \"bytes_per_decoded_token\": {:.1f}, \"drive_bytes\": [{}]}}\n",
-            path, h.source, policy, b, r.slots, share, drives, verify_width, r.hits, r.misses, r.bytes_read, r.decode_bytes_read,
+            path, h.source, policy, b, r.slots, share, drives, hosts, host, verify_width, r.hits, r.misses, r.bytes_read, r.decode_bytes_read,
             r.decode_positions, r.bytes_per_decoded_token(), per_drive);
       }
     }

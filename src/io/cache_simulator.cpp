@@ -20,7 +20,8 @@ class SimStore {
   // log: where every request's (layer, expert) key goes, in request order (nullptr: nowhere).
   SimStore(const RoutingTraceHeader& h, const CacheSimOptions& o, std::vector<uint64_t>* log)
       : h_(h), o_(o), policy_(h.layers, h.experts, o.policy), log_(log) {
-    const uint64_t records = h.moe_layers.size() * static_cast<uint64_t>(h.experts);
+    if (o.hosts < 1 || o.host < 0 || o.host >= o.hosts) fail("host {} of {} hosts does not exist", o.host, o.hosts);
+    const uint64_t records = h.moe_layers.size() * static_cast<uint64_t>((h.experts - o.host + o.hosts - 1) / o.hosts);
     slots_ = std::max<uint64_t>(1, std::min(o.budget_bytes / h.slot_bytes, records));
     if (o.budget_bytes < h.slot_bytes) fail("a budget of {} bytes cannot hold one expert ({} bytes)", o.budget_bytes, h.slot_bytes);
     r_.slots = slots_;
@@ -56,10 +57,13 @@ class SimStore {
   // ids: [n, top_k] of the pass at `layer`; starts[i]: the absolute position of row i.
   void layer(int64_t layer, const std::vector<uint16_t>& ids, const std::vector<int64_t>& starts) {
     const size_t k = static_cast<size_t>(h_.top_k);
-    std::vector<int32_t> experts(ids.begin(), ids.end());
+    std::vector<int32_t> experts;
+    for (uint16_t id : ids)
+      if (id % o_.hosts == o_.host) experts.push_back(id);
     std::sort(experts.begin(), experts.end());
     experts.erase(std::unique(experts.begin(), experts.end()), experts.end());
     for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] % o_.hosts != o_.host) continue;
       const Key kk = key(layer, ids[i]);
       if (!first_position_.count(kk)) first_position_[kk] = starts[i / k];
     }

@@ -25,6 +25,9 @@ struct CacheSimOptions {
   // > 0: the trace's decode passes regrouped into verify passes of `verify_width` positions
   // (every draft accepted: the fewest passes speculation can take).
   int64_t verify_width = 0;
+  // Several hosts (mpirun): expert e of every layer is host e % hosts's (the split without a host
+  // placement), and each host's store sees only its own; this simulates host `host`'s.
+  int hosts = 1, host = 0;
   CachePolicyOptions policy;
 };
 

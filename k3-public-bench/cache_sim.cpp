@@ -2,9 +2,10 @@
 // routing from tools/make_k3_trace.py) through the expert store's cache (src/io/cache_simulator.hpp)
 // and prints, per budget, the hit rate, expert bytes read per decoded token and the load on each
 // drive. Budgets: --budget-bytes (exactly the store's; the receipt's memory.budget) or
-// --budget-fraction (of all experts; several, comma-separated). --json writes the rows.
+// --budget-fraction (of all experts; several, comma-separated). --policy oracle gives Belady's
+// bound instead of the store's policy. --json writes the rows.
 //   cache_sim TRACE... [--budget-fraction 0.01,0.1,0.5] [--drives N] [--hosts N --host H] [--verify-width W]
-//             [--policy cycle-lru|frequency|pinned] [--usage-trace T] [--pinned-share S] [--json FILE]
+//             [--policy store|oracle] [--half-life PASSES] [--json FILE]
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -19,20 +20,6 @@
 using namespace deltafin;
 
 namespace {
-
-// Requests per (layer, expert) of a trace (what `run --record-usage` counts): once per pass per layer.
-std::vector<std::vector<uint64_t>> trace_usage(const RoutingTrace& t) {
-  std::vector<std::vector<uint64_t>> usage(static_cast<size_t>(t.header.layers));
-  for (int64_t l : t.header.moe_layers) usage[static_cast<size_t>(l)].assign(static_cast<size_t>(t.header.experts), 0);
-  for (const RoutingPass& p : t.passes)
-    for (size_t li = 0; li < p.layers.size(); ++li) {
-      std::vector<uint16_t> u = p.layers[li];
-      std::sort(u.begin(), u.end());
-      u.erase(std::unique(u.begin(), u.end()), u.end());
-      for (uint16_t e : u) ++usage[static_cast<size_t>(t.header.moe_layers[li])][e];
-    }
-  return usage;
-}
 
 std::vector<double> parse_list(const std::string& s) {
   std::vector<double> out;
@@ -54,11 +41,11 @@ std::vector<double> parse_list(const std::string& s) {
 int main(int argc, char** argv) {
   CLI::App app("Replays routing traces through the expert store's cache policy");
   std::vector<std::string> traces;
-  std::string fractions, policy = "cycle-lru", usage_trace, json_path;
+  std::string fractions, policy = "store", json_path;
   uint64_t budget_bytes = 0;
   int drives = 1, hosts = 1, host = 0;
   int64_t verify_width = 0;
-  double half_life = 32, pinned_share = 0.5;
+  double half_life = CachePolicyOptions().half_life;
   app.add_option("traces", traces, "Routing traces")->required()->check(CLI::ExistingFile);
   app.add_option("--budget-bytes", budget_bytes, "The store's expert budget in bytes");
   app.add_option("--budget-fraction", fractions, "Budgets as fractions of all experts, comma-separated");
@@ -67,10 +54,8 @@ int main(int argc, char** argv) {
   app.add_option("--host", host, "Which host's store to simulate (0-based; its budget is the one given)")->check(CLI::Range(0, 1023));
   app.add_option("--verify-width", verify_width, "Decode passes regrouped into verify passes of this many positions")
       ->check(CLI::Range(int64_t{0}, int64_t{64}));
-  app.add_option("--policy", policy, "cycle-lru, frequency, pinned or oracle (Belady's bound)")->check(CLI::IsMember({"cycle-lru", "frequency", "pinned", "oracle"}));
-  app.add_option("--half-life", half_life, "frequency: passes")->check(CLI::PositiveNumber);
-  app.add_option("--usage-trace", usage_trace, "pinned: the trace whose usage chooses the pinned experts (default: the replayed one)");
-  app.add_option("--pinned-share", pinned_share, "pinned: share of the budget's slots pinned")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--policy", policy, "store (the expert store's) or oracle (Belady's bound)")->check(CLI::IsMember({"store", "oracle"}));
+  app.add_option("--half-life", half_life, "The store's policy: the half-life of its counts, in passes")->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "Write the rows as JSON lines to this file");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -94,12 +79,7 @@ int main(int argc, char** argv) {
         o.drives = drives;
         o.verify_width = verify_width;
         o.hosts = hosts, o.host = host;
-        if (policy == "frequency") o.policy.kind = CachePolicyOptions::Kind::Frequency, o.policy.half_life = half_life;
-        if (policy == "pinned") {
-          o.policy.kind = CachePolicyOptions::Kind::Pinned;
-          o.policy.usage = trace_usage(usage_trace.empty() ? trace : read_routing_trace(usage_trace));
-          o.policy.pinned = static_cast<uint64_t>(pinned_share * static_cast<double>(b / h.slot_bytes));
-        }
+        o.policy.half_life = half_life;
         const CacheSimResult r = policy == "oracle" ? simulate_oracle(trace, o) : simulate_cache(trace, o);
         std::string per_drive;
         for (uint64_t d : r.drive_bytes) per_drive += fmt::format("{}{}", per_drive.empty() ? "" : ",", d);

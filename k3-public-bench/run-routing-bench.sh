@@ -10,14 +10,13 @@
 # Extra traces (TRACES="a.trace b.trace", e.g. from the routing-study model or
 # tools/make_k3_trace.py) are simulated too. Writes results/routing-policy.md (OUT overrides).
 #   k3-public-bench/run-routing-bench.sh [TOKENS]
-# ENGINE_POLICIES: values of DELTAFIN_CACHE_POLICY to run the engine under (experiment builds);
-# POLICIES: the simulator's (default: frequency, the store's policy, and oracle).
+# (results/routing-policy-experiment.md compares the policies the store no longer has, from the
+# commit it names.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tokens=${1:-512}
 out=${OUT:-k3-public-bench/results/routing-policy.md}
-policies=${POLICIES:-frequency oracle}
-engine_policies=${ENGINE_POLICIES:-default}
+policies="store oracle"
 scripts/build.sh >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -32,17 +31,14 @@ rows="$work/engine.jsonl"
 for text in code prose chat; do
   if [ $text = chat ]; then input=(--chat -p "How do I read a file line by line in Python? Show a short example.")
   else input=(-f "$work/$text.txt"); fi
-  for policy in $engine_policies; do
-    for f in $fractions; do
-      gb=$(python3 -c "print($f * $all_bytes / 1e9)")
-      DELTAFIN_CACHE_POLICY=$([ "$policy" = default ] && echo "" || echo "$policy") \
-        build/deltafin run --model models/default "${input[@]}" -n "$tokens" --draft off --cache-gb "$gb" \
-        --record-routing "$work/$text-$policy-$f.trace" --stats-json "$work/r.json" >/dev/null 2>"$work/err" ||
-        { cat "$work/err"; exit 1; }
-      budget=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["memory"]["budget"])' "$work/r.json")
-      sim_policy=$([ "$policy" = default ] && echo frequency || echo "$policy")
-      build/cache_sim "$work/$text-$policy-$f.trace" --budget-bytes "$budget" --policy "$sim_policy" --json "$work/s.json" >/dev/null
-      python3 - "$text" "$policy" "$f" "$work/r.json" "$work/s.json" >> "$rows" <<'PY'
+  for f in $fractions; do
+    gb=$(python3 -c "print($f * $all_bytes / 1e9)")
+    build/deltafin run --model models/default "${input[@]}" -n "$tokens" --draft off --cache-gb "$gb" \
+      --record-routing "$work/$text-$f.trace" --stats-json "$work/r.json" >/dev/null 2>"$work/err" ||
+      { cat "$work/err"; exit 1; }
+    budget=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["memory"]["budget"])' "$work/r.json")
+    build/cache_sim "$work/$text-$f.trace" --budget-bytes "$budget" --json "$work/s.json" >/dev/null
+    python3 - "$text" store "$f" "$work/r.json" "$work/s.json" >> "$rows" <<'PY'
 import json, sys
 text, policy, f, r, s = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.load(open(sys.argv[4])), json.loads(open(sys.argv[5]).readline())
 print(json.dumps({"text": text, "policy": policy, "fraction": f, "budget": r["memory"]["budget"], "ids": r["ids_xxh3"],
@@ -50,18 +46,16 @@ print(json.dumps({"text": text, "policy": policy, "fraction": f, "budget": r["me
                   "hits": r["experts"]["hits"], "reads": r["experts"]["reads"], "bytes_read": r["experts"]["bytes_read"],
                   "sim": [s["hits"], s["misses"], s["bytes_read"]]}))
 PY
-    done
   done
 done
 traces=""
-for text in code prose chat; do traces="$traces $work/$text-$(echo $engine_policies | cut -d' ' -f1)-0.5.trace"; done
+for text in code prose chat; do traces="$traces $work/$text-0.5.trace"; done
 sims="$work/sim.jsonl"
 : > "$sims"
 for policy in $policies; do
   for w in 0 2 4; do
-    # pinned: the experts most used on the code text pinned (half the slots), on every text
     build/cache_sim $traces ${TRACES:-} --budget-fraction 0.01,0.02,0.05,0.1,0.2,0.3,0.4,0.5 --policy "$policy" \
-      --usage-trace "$work/code-$(echo $engine_policies | cut -d' ' -f1)-0.5.trace" --verify-width $w --json "$work/one.jsonl" >/dev/null
+      --verify-width $w --json "$work/one.jsonl" >/dev/null
     cat "$work/one.jsonl" >> "$sims"
   done
 done
@@ -69,7 +63,7 @@ done
   echo "# Expert bytes per decoded token on real routing"
   echo
   echo "$(k3-public-bench/provenance.sh)"
-  echo "\`$0 $tokens\` (ENGINE_POLICIES=\"$engine_policies\", POLICIES=\"$policies\"). The bundled model"
+  echo "\`$0 $tokens\`. The bundled model"
   echo "(32 routed experts top-4 on 5 MoE layers, 110592-byte records) greedy, \`--draft off\`, $tokens tokens a text;"
   echo "budgets as shares of all 160 experts."
   echo

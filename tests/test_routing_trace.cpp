@@ -140,17 +140,24 @@ TEST_CASE("the cache simulator counts hits and reads by the policy's rules", "[r
     CHECK(r.hits == 4);
     CHECK(r.misses == 4);
   }
-  SECTION("a rewind makes the dropped positions' experts go first") {
-    o.budget_bytes = 6 * 4096;
-    // Position 1 chooses {2,3} at layer 1 and {0,1} at layer 2. Position 2 needs {4,5} at layer
-    // 2: two slots. Kept, position 1 was the last to use layer 1's {2,3}, which come back sooner
-    // than layer 2's {0,1}: layer 2's go, and position 3 finds all four. Rejected, every expert
-    // position 1 chose is cold and goes first, least recently requested first: layer 1's {2,3},
-    // which position 3 then reads again.
-    RoutingTrace t = decode_trace({{{0, 1}, {0, 1}}, {{2, 3}, {0, 1}}, {{0, 1}, {4, 5}}, {{2, 3}, {4, 5}}});
-    CHECK(simulate_cache(t, o).hits == 2 + 2 + 4);
+  SECTION("the rarer expert goes before the popular one, and a rejected draft's before either") {
+    o.budget_bytes = 5 * 4096;
+    // Layer 2 always chooses {0,1} (two slots, hit every pass); layer 1 has three slots. Layer 1:
+    // {0,1}, {0,2}, {0,3}, {0,1}. At the third pass expert 3 needs a slot: 1 and 2 were each
+    // requested by one pass of three (0 by all), 1 the earlier one, so 1 goes (its decayed count is
+    // smaller), and the last pass misses it. When the second pass was a rejected draft (rewound),
+    // the experts it alone chose are cold: 2 goes instead, and the last pass finds 1.
+    RoutingTrace t = decode_trace({{{0, 1}, {0, 1}}, {{0, 2}, {0, 1}}, {{0, 3}, {0, 1}}, {{0, 1}, {0, 1}}});
+    CHECK(simulate_cache(t, o).hits == 3 * 2 + 1 + 1 + 1);
     t.passes[1].rewinds = {1};
-    CHECK(simulate_cache(t, o).hits == 2 + 2 + 2);
+    CHECK(simulate_cache(t, o).hits == 3 * 2 + 1 + 1 + 2);
+  }
+  SECTION("Belady's bound never reads more than the store") {
+    o.budget_bytes = 5 * 4096;
+    const RoutingTrace t = decode_trace({{{0, 1}, {0, 1}}, {{2, 3}, {0, 1}}, {{0, 1}, {4, 5}}, {{2, 3}, {4, 5}}, {{0, 2}, {1, 5}}});
+    CHECK(simulate_oracle(t, o).bytes_read <= simulate_cache(t, o).bytes_read);
+    // By hand (the expert requested again last goes first): misses 4, 2, 3, 0 and 1 a pass.
+    CHECK(simulate_oracle(t, o).misses == 4 + 2 + 3 + 0 + 1);
   }
   SECTION("speculation regroups decode passes: each layer's union read once per verify pass") {
     o.budget_bytes = 2 * 4096;

@@ -51,13 +51,6 @@ RoutingTraceHeader routing_trace_header(const std::string& model, int64_t top_k,
   return h;
 }
 
-CachePolicyOptions experimental_cache_policy() {
-  CachePolicyOptions o;
-  const char* v = std::getenv("DELTAFIN_CACHE_POLICY");
-  if (v && std::string(v) == "frequency") o.kind = CachePolicyOptions::Kind::Frequency, o.half_life = 32;
-  return o;
-}
-
 // Every expert in a slot of the pool at once.
 uint64_t all_experts_bytes(const ExpertReader& reader, const ExpertTable& experts) {
   uint64_t records = 0;

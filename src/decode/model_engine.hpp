@@ -91,8 +91,6 @@ struct Family;
 // A routing trace's header for this model (its shapes and one expert's read and memory bytes).
 RoutingTraceHeader routing_trace_header(const std::string& model, int64_t top_k, const ExpertReader& reader,
                                         const ExpertTable& experts);
-// EXPERIMENT (issue 38; removed once measured): DELTAFIN_CACHE_POLICY=cycle-lru|frequency|pinned.
-CachePolicyOptions experimental_cache_policy();
 // The engine of `family` (decode/family_engines.cpp).
 std::unique_ptr<Engine> open_family_engine(const Family& family, const EngineOptions& options);
 
@@ -245,7 +243,7 @@ class ModelEngine final : public Engine {
                            expert_slot_bytes(*reader_, experts_), all_experts_bytes(*reader_, experts_), F::top_k(config_),
                            pass_positions_wanted(o, config_)},
                           backend_->memory_pools(), memory_source_, device_memory_source_)),
-        store_(*backend_, *index_, experts_, *reader_, plan_.experts, experimental_cache_policy()),
+        store_(*backend_, *index_, experts_, *reader_, plan_.experts),
         stream_(plan_.spine_streamed
                     ? std::make_unique<SpineStream>(*backend_, *index_, *reader_, stream_plan(plan_, F::bytes(config_)))
                     : nullptr),

@@ -1,21 +1,22 @@
 // Which cached expert goes when the expert store needs room: the policy code the store
-// (io/expert_store.hpp) runs, and the one the cache simulator (k3-public-bench/cache_sim.cpp)
-// replays routing traces through, so that the simulator's figures are the store's.
+// (io/expert_store.hpp) runs, and the one the cache simulator (io/cache_simulator.hpp,
+// k3-public-bench/cache_sim) replays routing traces through, so that the simulator's figures are
+// the store's.
 //
 // Every MoE layer runs once a pass, in order, so an expert of layer l is next needed, at the
-// soonest, when the pass comes back to l: its cycle distance (1 for the next layer, L for the
-// one running now). Kinds:
-//   CycleLru   the layer that comes back last goes first, least recently requested among equals;
-//   Frequency  the expected distance to the expert's next use: its cycle distance plus L times the
-//              passes expected to skip it, 1/p - 1, with p the share of recent passes through its
-//              layer that requested it (counts decayed with a half-life of `half_life` passes);
-//   Pinned     the `pinned` most used experts of a usage count (`deltafin run --record-usage`)
-//              never go while anything else can; CycleLru among the rest;
-//   Oracle     (the simulator's bound, not a policy: it knows the future) the expert requested
-//              again last goes first, Belady's choice; `next_request[t]` is the tick of the next
-//              request for the expert requested at tick t (past the end: never).
-// Experts only rejected drafts used (cold) go first under every kind. Ties go by (layer, expert),
-// so a choice never depends on a map's order.
+// soonest, when the pass comes back to l: its cycle distance (1 for the next layer, L for the one
+// running now). An expert a share p of recent passes requested is expected back after its cycle
+// distance plus L x (1/p - 1) layers (the passes expected to skip it): the expert expected back
+// last goes first. p counts the passes through its layer that requested it, decayed with a
+// half-life of `half_life` passes (frequency-aware: a popular expert outlives a recent one).
+// Experts only rejected drafts used (cold) go before any other. Ties go to the least recently
+// requested, then by (layer, expert), so a choice never depends on a map's order.
+// Chosen on real routing against cycle distance + LRU and a pinned hot set
+// (k3-public-bench/results/routing-policy-experiment.md).
+//
+// With `next_request` (the simulator's bound, never the store's: it knows the future) the
+// expert requested again last goes first instead, Belady's choice: next_request[t] is the tick of
+// the next request for the expert requested at tick t.
 #pragma once
 
 #include <cstdint>
@@ -24,11 +25,8 @@
 namespace deltafin {
 
 struct CachePolicyOptions {
-  enum class Kind { CycleLru, Frequency, Pinned, Oracle } kind = Kind::CycleLru;
-  double half_life = 32;                     // Frequency: passes
-  std::vector<std::vector<uint64_t>> usage;  // Pinned: [layer][expert] counts
-  uint64_t pinned = 0;                       // Pinned: how many experts
-  std::vector<uint64_t> next_request;        // Oracle: indexed by request tick (1-based)
+  double half_life = 32;               // passes
+  std::vector<uint64_t> next_request;  // the oracle: indexed by request tick (1-based); empty: none
 };
 
 // What the policy knows of one cached expert.
@@ -62,17 +60,16 @@ class CachePolicy {
   }
 
  private:
-  double score(const CacheMeta& meta) const;  // larger goes first
+  double expected_return(const CacheMeta& meta) const;  // in layers; larger goes first
 
   int64_t layers_, experts_;
   CachePolicyOptions options_;
   int64_t current_layer_ = 0;
   uint64_t tick_ = 0;
-  // Frequency: decayed request counts per (layer, expert) and passes, both in units that grow by
+  // Decayed request counts per (layer, expert) and decayed passes, both in units that grow by
   // `growth_` a pass (so that decay costs nothing per entry; rescaled before they overflow).
   std::vector<double> counts_;
   double passes_ = 0, weight_ = 1, growth_ = 1;
-  std::vector<char> pinned_;  // Pinned: [layer * experts + expert]
 };
 
 }  // namespace deltafin

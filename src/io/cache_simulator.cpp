@@ -193,7 +193,6 @@ CacheSimResult simulate_oracle(const RoutingTrace& trace, CacheSimOptions option
     next[t] = it == later.end() ? ~uint64_t{0} : it->second;
     later[keys[t - 1]] = t;
   }
-  options.policy.kind = CachePolicyOptions::Kind::Oracle;
   return replay(trace, options, nullptr);
 }
 

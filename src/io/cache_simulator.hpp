@@ -41,7 +41,7 @@ struct CacheSimResult {
 };
 
 CacheSimResult simulate_cache(const RoutingTrace& trace, const CacheSimOptions& options);
-// Belady's bound (CachePolicyOptions::Kind::Oracle): what no policy can beat at that budget.
+// Belady's bound (CachePolicyOptions::next_request): what no policy can beat at that budget.
 CacheSimResult simulate_oracle(const RoutingTrace& trace, CacheSimOptions options);
 
 }  // namespace deltafin

@@ -1,4 +1,4 @@
-// Routing traces (model/routing_trace.hpp): the recorder's bytes read back exactly; malformed
+// Routing traces (weights/routing_trace.hpp): the recorder's bytes read back exactly; malformed
 // files refused in one line naming the file and byte offset. The cache simulator
 // (io/cache_simulator.hpp) on hand-made traces whose hits and reads follow from the policy's
 // rules by hand; that it equals the engine's receipt is tests/cache_sim/receipt_match.sh.
@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "io/cache_simulator.hpp"
-#include "model/routing_trace.hpp"
+#include "weights/routing_trace.hpp"
 #include "util/error.hpp"
 
 using namespace deltafin;

@@ -42,7 +42,7 @@
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
 #include "model/routed_experts.hpp"
-#include "model/routing_trace.hpp"
+#include "weights/routing_trace.hpp"
 #include "io/spine_stream.hpp"
 #include "hosts/host_group.hpp"
 #include "util/error.hpp"

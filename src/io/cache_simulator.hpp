@@ -1,4 +1,4 @@
-// The expert store's cache replayed over a routing trace (model/routing_trace.hpp), at any
+// The expert store's cache replayed over a routing trace (weights/routing_trace.hpp), at any
 // budget, drive count and speculation width, without reading a byte: the store's own policy
 // (io/cache_policy.hpp) chooses every victim, and the store's bookkeeping is followed step by
 // step (begin_pass; per MoE layer the pass's union requested in ascending order, hits counted
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "io/cache_policy.hpp"
-#include "model/routing_trace.hpp"
+#include "weights/routing_trace.hpp"
 
 namespace deltafin {
 

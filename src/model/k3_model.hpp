@@ -27,7 +27,7 @@
 #include "model/kv_cache.hpp"
 #include "model/lookahead.hpp"
 #include "model/routed_experts.hpp"
-#include "model/routing_trace.hpp"
+#include "weights/routing_trace.hpp"
 #include "model/spine.hpp"
 #include "weights/expert_table.hpp"
 #include "weights/k3_config.hpp"

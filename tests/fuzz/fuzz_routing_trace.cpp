@@ -1,4 +1,4 @@
-// libFuzzer target: routing traces (model/routing_trace.hpp). Any input must either parse into a
+// libFuzzer target: routing traces (weights/routing_trace.hpp). Any input must either parse into a
 // trace whose re-encoded bytes parse back to the same trace, or be refused with deltafin::Error;
 // anything else (a crash, a sanitizer report, another exception, a round trip that differs) is a
 // finding.
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "model/routing_trace.hpp"
+#include "weights/routing_trace.hpp"
 #include "util/error.hpp"
 
 namespace {

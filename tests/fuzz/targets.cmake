@@ -38,5 +38,5 @@ deltafin_fuzzer(json_schema CORPUS json-schema-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/text/json_schema.cpp ${DELTAFIN_FUZZ_SRC}/text/json_matcher.cpp
                         ${DELTAFIN_FUZZ_SRC}/util/json_value.cpp)
 deltafin_fuzzer(routing_trace CORPUS routing-trace-corpus
-                SOURCES ${DELTAFIN_FUZZ_SRC}/model/routing_trace.cpp ${DELTAFIN_FUZZ_SRC}/util/json_value.cpp
+                SOURCES ${DELTAFIN_FUZZ_SRC}/weights/routing_trace.cpp ${DELTAFIN_FUZZ_SRC}/util/json_value.cpp
                         ${DELTAFIN_FUZZ_SRC}/util/input_file.cpp)

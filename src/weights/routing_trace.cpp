@@ -1,5 +1,5 @@
 // RoutingRecorder and the routing-trace reader (see routing_trace.hpp, docs/routing-traces.md).
-#include "model/routing_trace.hpp"
+#include "weights/routing_trace.hpp"
 
 #include <cstring>
 

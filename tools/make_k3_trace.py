@@ -26,6 +26,7 @@ Python standard library only."""
 import argparse
 import bisect
 import itertools
+import math
 import os
 import random
 import sys
@@ -70,51 +71,48 @@ class LayerRouter:
     permutation of the experts. A working set of `working_set` experts, drawn by popularity, is what
     the current context uses; each position, each member is replaced (by a popularity draw) with
     probability `drift`. A position keeps each of the previous position's experts with probability
-    `stickiness` and draws the rest from the working set by popularity, without replacement.
-    working_set = experts is the plain Zipf-plus-stickiness model (no context)."""
+    `stickiness` and draws the rest uniformly from the working set, without replacement. So the
+    short-range statistics (overlap, distinct over a few positions) depend on the working set and the
+    stickiness alone; skew and drift shape the long run (which experts recur, how fast the set moves)."""
 
     def __init__(self, rng, experts, top_k, skew, stickiness, working_set, drift, permute=True):
-        self.rng, self.top_k, self.stickiness, self.drift = rng, top_k, stickiness, drift
+        self.rng, self.top_k, self.skew, self.stickiness, self.drift = rng, top_k, skew, stickiness, drift
         self.experts = list(range(experts))
         if permute:  # Fisher-Yates on rng.random() alone, so the stream is the same on every Python 3
             for i in range(experts - 1, 0, -1):
                 j = int(rng.random() * (i + 1))
                 self.experts[i], self.experts[j] = self.experts[j], self.experts[i]
-        self.weight = [0.0] * experts
-        for rank, e in enumerate(self.experts):
-            self.weight[e] = (rank + 1) ** -skew
-        self.cumulative = list(itertools.accumulate(self.weight[e] for e in self.experts))
+        self.cumulative = list(itertools.accumulate((rank + 1) ** -skew for rank in range(experts)))
         self.working_set = working_set
         self.start_context()
 
     def start_context(self):
         """A fresh context: a new working set and no previous position."""
-        self.members = self.experts[:] if self.working_set == len(self.experts) else self.popular(self.working_set)
-        self.member_cumulative = list(itertools.accumulate(self.weight[e] for e in self.members))
+        self.members = self.popular(self.working_set)
         self.previous = None
 
     def popular(self, n, exclude=()):
-        """n distinct experts by popularity, none of `exclude` (rejecting repeats = drawing from the
-        remaining experts' popularity)."""
-        chosen, have = [], set(exclude)
-        while len(chosen) < n:
-            r = bisect.bisect_right(self.cumulative, self.rng.random() * self.cumulative[-1])
-            e = self.experts[min(r, len(self.experts) - 1)]
-            if e not in have:
-                have.add(e)
-                chosen.append(e)
-        return chosen
+        """n distinct experts by popularity, none of `exclude`: a weighted draw without replacement."""
+        if n == 1 and len(exclude) <= len(self.experts) // 2:  # rejecting repeats is cheap here
+            have = set(exclude)
+            while True:
+                r = bisect.bisect_right(self.cumulative, self.rng.random() * self.cumulative[-1])
+                e = self.experts[min(r, len(self.experts) - 1)]
+                if e not in have:
+                    return [e]
+        # Efraimidis-Spirakis: the n largest u^(1/weight), as log(u) * rank^skew
+        excluded = set(exclude)
+        keys = [(math.log(1.0 - self.rng.random()) * (rank + 1) ** self.skew, e)
+                for rank, e in enumerate(self.experts) if e not in excluded]
+        keys.sort(reverse=True)
+        return [e for _, e in keys[:n]]
 
     def advance_working_set(self):
-        if self.working_set == len(self.experts) or not self.drift:
-            return
-        changed = False
+        if self.working_set == len(self.experts):
+            return  # every expert is a member: nothing to replace
         for i in range(self.working_set):
             if self.rng.random() < self.drift:
                 self.members[i] = self.popular(1, exclude=self.members)[0]
-                changed = True
-        if changed:
-            self.member_cumulative = list(itertools.accumulate(self.weight[e] for e in self.members))
 
     def route(self):
         """The next position's top_k experts: kept ones first, then draws from the working set."""
@@ -124,10 +122,9 @@ class LayerRouter:
             self.advance_working_set()
             chosen = [e for e in self.previous if self.rng.random() < self.stickiness]
         have = set(chosen)
-        members, cumulative = self.members, self.member_cumulative
+        members = self.members
         while len(chosen) < self.top_k:
-            r = bisect.bisect_right(cumulative, self.rng.random() * cumulative[-1])
-            e = members[min(r, len(members) - 1)]
+            e = members[int(self.rng.random() * len(members))]
             if e not in have:
                 have.add(e)
                 chosen.append(e)
@@ -165,30 +162,22 @@ def write_trace(args):
 
 
 def simulate(skew, stickiness, working_set, drift, sequences, seed, window=TARGET_WINDOW, experts=EXPERTS, top_k=TOP_K):
-    """(mean consecutive overlap, mean distinct over the window, top-10 % share, Gini) of `sequences`
-    fresh contexts of `window` positions under one popularity ranking (by symmetry, the permutation
-    changes nothing)."""
+    """(mean consecutive overlap, mean distinct over the window) of `sequences` fresh contexts of
+    `window` positions (by symmetry, the permutation changes nothing)."""
     router = LayerRouter(random.Random(f"make_k3_trace:fit:{seed}"), experts, top_k, skew, stickiness, working_set,
                          drift, permute=False)
     overlap = distinct = 0
-    counts = [0] * experts
     for _ in range(sequences):
         router.start_context()
         seen, last = set(), None
         for _ in range(window):
             chosen = router.route()
-            for e in chosen:
-                counts[e] += 1
             if last is not None:
                 overlap += len(last.intersection(chosen))
             last = set(chosen)
             seen |= last
         distinct += len(seen)
-    total = sum(counts)
-    top10 = sum(sorted(counts, reverse=True)[:round(0.1 * experts)]) / total
-    xs = sorted(counts)
-    gini = 2 * sum((i + 1) * x for i, x in enumerate(xs)) / (experts * total) - (experts + 1) / experts
-    return overlap / (sequences * (window - 1) * top_k), distinct / sequences, top10, gini
+    return overlap / (sequences * (window - 1) * top_k), distinct / sequences
 
 
 def stickiness_for_overlap(skew, working_set, drift, sequences, seed, steps=10):
@@ -212,35 +201,21 @@ def stickiness_for_overlap(skew, working_set, drift, sequences, seed, steps=10):
 
 
 def print_row(first, q, stats):
-    overlap, distinct, top10, gini = stats
-    print(f"| {first} | {'-' if q is None else format(q, '.3f')} | {overlap:.1%} | {distinct:.1f} | {top10:.1%} | {gini:.3f} |",
-          flush=True)
+    overlap, distinct = stats
+    print(f"| {first} | {'-' if q is None else format(q, '.3f')} | {overlap:.1%} | {distinct:.1f} |", flush=True)
 
 
 def fit(args):
-    """Prints the search. First the model without a working set (Zipf popularity plus stickiness):
-    for each skew, the stickiness giving the target overlap and the distinct count that follows. Then,
-    at --skew and --drift, for each working-set size the stickiness giving the target overlap, and an
-    integer bisection of the working set to the target distinct count."""
+    """Prints the search: for each working-set size (a grid, then an integer bisection) the
+    stickiness giving the target overlap, and the distinct count over the window that follows."""
     print(f"K3 routing model: {EXPERTS} experts top-{TOP_K}; targets: overlap {TARGET_OVERLAP:.0%}, "
           f"{TARGET_DISTINCT:g} distinct experts over {TARGET_WINDOW} positions; {args.sequences} fresh contexts "
           f"of {TARGET_WINDOW} positions a row, seed {args.seed}")
     print(f"independent uniform routing: overlap {TOP_K / EXPERTS:.1%}, distinct "
           f"{EXPERTS * (1 - (1 - TOP_K / EXPERTS) ** TARGET_WINDOW):.1f}")
-    print("top-10 % share and Gini: of all selections in the rows' contexts (each a fresh working set)")
-    print()
-    print(f"1. No working set (working set = all {EXPERTS}): Zipf popularity and stickiness alone")
-    print("| skew | stickiness for the overlap | overlap | distinct over 9 | top-10 % share | Gini |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-    for skew in (0.0, 0.4, 0.8, 1.0, 1.2, 1.4):
-        q, stats = stickiness_for_overlap(skew, EXPERTS, 0.0, args.sequences, args.seed)
-        print_row(f"{skew:g}", q, stats)
-        if q is None:
-            break
-    print()
-    print(f"2. Working set of M experts, --skew {args.skew:g}, --drift {args.drift:g}")
-    print("| working set M | stickiness for the overlap | overlap | distinct over 9 | top-10 % share | Gini |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"Working set of M experts, --drift {args.drift:g} (the skew changes nothing here: draws are uniform in the set)")
+    print("| working set M | stickiness q for the overlap | overlap | distinct over 9 |")
+    print("| ---: | ---: | ---: | ---: |")
     results = {}
 
     def row(m):
@@ -272,9 +247,8 @@ def fit(args):
     best = min((m for m in (low, high) if results.get(m, (None,))[0] is not None),
                key=lambda m: abs(results[m][1] - TARGET_DISTINCT))
     q, distinct = results[best]
-    print(f"fitted: --working-set {best} --stickiness {q:.3f} at --skew {args.skew:g} --drift {args.drift:g} "
-          f"(distinct {distinct:.1f}); the defaults: --working-set {DEFAULT_WORKING_SET} --stickiness "
-          f"{DEFAULT_STICKINESS} at --skew {DEFAULT_SKEW} --drift {DEFAULT_DRIFT}")
+    print(f"fitted: --working-set {best} --stickiness {q:.3f} at --drift {args.drift:g} (distinct {distinct:.1f}); "
+          f"the defaults: --working-set {DEFAULT_WORKING_SET} --stickiness {DEFAULT_STICKINESS} at --drift {DEFAULT_DRIFT}")
     return 0
 
 

@@ -233,7 +233,7 @@ class K3Generator(Temp):
         self.assertEqual((h["record_bytes"], h["slot_bytes"]), (17547264, 17547264))
         self.assertEqual(h["source"], "synthetic")
         self.assertIn("MODEL of Kimi K3 routing, not a measurement", h["label"])
-        self.assertIn("--working-set 70 --drift 0.02 --stickiness 0.12", h["label"])
+        self.assertIn("--working-set 52 --drift 0.08 --stickiness 0.036", h["label"])
         self.assertEqual(os.path.getsize(path), 12 + len(json.dumps(h, sort_keys=True, separators=(",", ":")))
                          + 97 * (14 + 92 * (3 + 2 * 16)) + 1)
         s = routing_stats.trace_stats(trace)["summary"]

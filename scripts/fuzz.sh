@@ -5,7 +5,7 @@
 # crash, leak, sanitizer report or timeout; the reproducer is saved under build-fuzz/artifacts/.
 #   scripts/fuzz.sh [seconds] [target] [extra libFuzzer flags...]
 #   target: safetensors, config, placement, tokenizer_json, tiktoken_ranks, encode, http_head, request,
-#           prefix_entry, state_bytes, json_schema, reply_parser, all
+#           prefix_entry, state_bytes, json_schema, reply_parser, routing_trace, all
 set -euo pipefail
 
 seconds=${1:-60}
@@ -75,4 +75,7 @@ if [[ $which == all || $which == json_schema ]]; then
 fi
 if [[ $which == all || $which == reply_parser ]]; then
   run_target reply_parser "$root/tests/fuzz/reply-parser-corpus" "$@"
+fi
+if [[ $which == all || $which == routing_trace ]]; then
+  run_target routing_trace "$root/tests/fuzz/routing-trace-corpus" "$@"
 fi

@@ -15,7 +15,7 @@ namespace deltafin::test {
 class RandomLogitsSession : public Session {
  public:
   RandomLogitsSession(int64_t vocab, uint64_t seed) : vocab_(vocab), rng_(seed) {}
-  std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) override {
+  std::vector<float> append(std::span<const int32_t> tokens, bool all_logits, PassKind) override {
     position_ += static_cast<int64_t>(tokens.size());
     std::vector<float> logits(static_cast<size_t>((all_logits ? tokens.size() : 1) * vocab_));
     std::normal_distribution<float> normal(0.0f, 4.0f);

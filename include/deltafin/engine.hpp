@@ -12,6 +12,10 @@
 
 namespace deltafin {
 
+// What a forward pass is for (routing traces record it): the prompt, one generated token, or a
+// speculative draft checked in one pass.
+enum class PassKind : uint8_t { Prefill = 0, Decode = 1, Verify = 2 };
+
 struct EngineOptions {
   std::string model_dir;
   // The one memory budget (--memory-gb): spine, expert cache, KV cache and state, a draft model,
@@ -40,6 +44,7 @@ struct EngineOptions {
   int io_depth = 8;            // reads in flight per drive
   double io_piece_mb = 1.0;    // records are read in concurrent pieces of this size
   bool lookahead = false;      // prefetch the next layer's likely experts (router lookahead)
+  bool record_routing = false; // keep a routing trace of every pass (Engine::routing_trace)
   // Memory planning (compared with what the machine has free at open): the positions the caller
   // means to reach (prompt + new tokens), whose KV cache and state are counted; and bytes held
   // back for others in the process (a draft model's expert share). Positions are counted up to the
@@ -161,7 +166,9 @@ class Session {
   virtual ~Session() = default;
   // Appends tokens (in passes of at most ModelSummary::pass_positions). Returns logits [n, vocab] of every
   // appended position when all_logits, else [vocab] of the last one.
-  virtual std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) = 0;
+  // `kind` only labels the passes in a routing trace.
+  virtual std::vector<float> append(std::span<const int32_t> tokens, bool all_logits,
+                                    PassKind kind = PassKind::Prefill) = 0;
   virtual int64_t position() const = 0;
   // Bytes the KV cache and recurrent state hold now (rewind snapshots included).
   virtual uint64_t state_bytes() const = 0;
@@ -190,6 +197,8 @@ class Engine {
   virtual EngineStats stats() const = 0;
   // Requests per (layer, expert) so far, as usage-statistics JSON for `deltafin place --usage`.
   virtual std::string usage_json() const = 0;
+  // The routing trace so far (docs/routing-traces.md) when EngineOptions::record_routing; else empty.
+  virtual std::string routing_trace() const = 0;
   // What a session's saved state (Session::save_state) depends on besides its tokens: the model,
   // the backend and its kernels, the build (src/decode/state_fingerprint.hpp). Reads samples of
   // the weight files; the prefix cache keys its entries by it.

@@ -44,7 +44,7 @@ void on_sigint(int) {
 
 struct RunFlags {
   EngineOptions engine;
-  std::string prompt, prompt_file, tokens, system, stats_json, record_usage, stats_level, tools_file, tool_choice = "auto";
+  std::string prompt, prompt_file, tokens, system, stats_json, record_usage, record_routing, stats_level, tools_file, tool_choice = "auto";
   bool prompt_given = false, chat = false, ids = false, stats = false, ignore_eos = false, past_context = false;
   int64_t max_new = 256;
   SamplerOptions sampler;
@@ -112,9 +112,10 @@ int run(const RunFlags& f) {
   if (!f.stops.empty() && !tokenizer) tokenizer = load_tokenizer(f.engine.model_dir);  // --stop reads the text
 
   // Outputs are opened before the run, so a wrong directory fails at once.
-  std::unique_ptr<OutputFile> stats_out, usage_out;
+  std::unique_ptr<OutputFile> stats_out, usage_out, routing_out;
   if (!f.stats_json.empty()) stats_out = std::make_unique<OutputFile>(f.stats_json);
   if (!f.record_usage.empty()) usage_out = std::make_unique<OutputFile>(f.record_usage);
+  if (!f.record_routing.empty()) routing_out = std::make_unique<OutputFile>(f.record_routing);
   check_prefix_cache_flags(f.prefix_cache);
   const int64_t needed = static_cast<int64_t>(prompt.size()) + f.max_new;
   RunEngines engines = open_engines(f.engine, f.draft, f.draft_model, f.speculative.max_k, f.sampler, needed);
@@ -229,6 +230,7 @@ int run(const RunFlags& f) {
   if (f.stats) print_receipt(*engine, report, f.stats_level == "full");
   if (stats_out) stats_out->write(stats_json(*engine, report));
   if (usage_out) usage_out->write(engine->usage_json());
+  if (routing_out) routing_out->write(engine->routing_trace());
   return g_interrupted ? 130 : 0;
 }
 
@@ -283,10 +285,13 @@ Command register_run(CLI::App& app) {
   add_prefix_cache_flags(*sub, f->prefix_cache);
   sub->add_option("--record-usage", f->record_usage,
                   "Write how often each expert was used to this file (input of `deltafin place --usage`)");
+  sub->add_option("--record-routing", f->record_routing,
+                  "Write every pass's routed-expert choices to this file (docs/routing-traces.md; input of the cache simulator)");
   return {sub, [f, p, stats] {
             f->prompt_given = p->count() > 0;
             f->stats = stats->count() > 0;
             f->engine.model_dir = model_dir_or_default(f->engine.model_dir);
+            f->engine.record_routing = !f->record_routing.empty();
             if (expert_host_rank()) return serve_expert_host(f->engine);
             return run(*f);
           }};

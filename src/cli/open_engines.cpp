@@ -46,6 +46,7 @@ RunEngines open_engines(const EngineOptions& engine, const std::string& draft_fl
     o.placement = "";
     o.positions = positions;
     o.across_hosts = false;  // a draft runs on rank 0 alone
+    o.record_routing = false;  // the trace is the target's
     // A quarter of --cache-gb, or of 4 GB without it; lowered, like a default, when memory is short.
     o.cache_gb = (engine.cache_gb_given ? engine.cache_gb : 4.0) / 4, o.cache_gb_given = false;
     draft = Engine::open(o);

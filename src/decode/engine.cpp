@@ -28,6 +28,29 @@ uint64_t expert_slot_bytes(const ExpertReader& reader, const ExpertTable& expert
   return round_up(largest, AlignedBuffer::kAlignment);
 }
 
+RoutingTraceHeader routing_trace_header(const std::string& model, int64_t top_k, const ExpertReader& reader,
+                                        const ExpertTable& experts) {
+  RoutingTraceHeader h;
+  h.model = model;
+  h.layers = experts.layers();
+  h.experts = experts.experts();
+  h.top_k = top_k;
+  h.slot_bytes = expert_slot_bytes(reader, experts);
+  for (int64_t layer = 0; layer < experts.layers(); ++layer) {
+    if (!experts.has(layer)) continue;
+    h.moe_layers.push_back(layer);
+    for (int64_t e = 0; e < experts.experts(); ++e) {
+      const uint64_t payload = reader.layout(layer, e).payload;
+      if (h.record_bytes != 0 && payload != h.record_bytes)
+        fail("--record-routing: expert {}/{} is {} bytes where the others are {}; a routing trace needs experts of one size",
+             layer, e, payload, h.record_bytes);
+      h.record_bytes = payload;
+    }
+  }
+  if (h.moe_layers.empty()) fail("--record-routing: the model has no routed experts to trace");
+  return h;
+}
+
 // Every expert in a slot of the pool at once.
 uint64_t all_experts_bytes(const ExpertReader& reader, const ExpertTable& experts) {
   uint64_t records = 0;

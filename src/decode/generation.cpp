@@ -111,7 +111,7 @@ GenerationOutcome run_generation(Session& session, int64_t vocab, Sampler& sampl
     }
     if (constraint) {  // a plain step: the pending token scored, the next one picked under the constraint
       const auto t0 = Clock::now();
-      std::vector<float> scores = session.append(std::span<const int32_t>(&context.back(), 1), false);
+      std::vector<float> scores = session.append(std::span<const int32_t>(&context.back(), 1), false, PassKind::Decode);
       plain.target_seconds += seconds_since(t0);
       ++plain.steps, ++plain.committed;
       const int32_t token = pick(std::move(scores));

@@ -42,6 +42,7 @@
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
 #include "model/routed_experts.hpp"
+#include "model/routing_trace.hpp"
 #include "io/spine_stream.hpp"
 #include "hosts/host_group.hpp"
 #include "util/error.hpp"
@@ -87,6 +88,9 @@ std::unique_ptr<Backend> open_backend(const EngineOptions& o);
 std::optional<DefaultBudget> host_budget(double memory_gb, const char* flag);
 
 struct Family;
+// A routing trace's header for this model (its shapes and one expert's read and memory bytes).
+RoutingTraceHeader routing_trace_header(const std::string& model, int64_t top_k, const ExpertReader& reader,
+                                        const ExpertTable& experts);
 // The engine of `family` (decode/family_engines.cpp).
 std::unique_ptr<Engine> open_family_engine(const Family& family, const EngineOptions& options);
 
@@ -103,8 +107,9 @@ class ModelSession final : public Session {
   ModelSession(typename F::Model& model, ExpertStore& store, const SpineStream* stream, int64_t pass, int64_t pass_all_logits)
       : model_(model), store_(store), stream_(stream), state_(F::new_state(model)), chunk_(pass), chunk_all_logits_(pass_all_logits) {}
 
-  std::vector<float> append(std::span<const int32_t> tokens, bool all_logits) override {
+  std::vector<float> append(std::span<const int32_t> tokens, bool all_logits, PassKind kind) override {
     const int64_t vocab = F::vocab(model_.config());
+    if (RoutingRecorder* recorder = model_.routing_recorder()) recorder->set_kind(kind);
     const int64_t n = static_cast<int64_t>(tokens.size());
     if (n == 0) fail("nothing to append: the token list is empty");
     // K3 after a rewind: the positions the restored snapshot lacks are fed first, in this pass.
@@ -153,6 +158,7 @@ class ModelSession final : public Session {
   void rewind(int64_t pos) override {
     if (pos < 0 || pos > position_) fail("cannot rewind to position {} (session is at {})", pos, position_);
     if (pos < position_) store_.demote_from(pos);  // experts only the dropped positions used
+    if (RoutingRecorder* recorder = model_.routing_recorder(); recorder && pos < position_) recorder->rewind(pos);
     if constexpr (F::kRecurrent) {
       if (pos == position_) return;
       const int64_t at = replay_from_ >= 0 ? replay_from_ : position_;  // where the recurrent state is
@@ -261,6 +267,10 @@ class ModelEngine final : public Engine {
     } else if (o.lookahead) {
       model_.set_lookahead(store_.budget_bytes() / 4);
     }
+    if (o.record_routing) {
+      recorder_ = std::make_unique<RoutingRecorder>(routing_trace_header(F::name(config_), F::top_k(config_), *reader_, experts_));
+      model_.set_routing_recorder(recorder_.get());
+    }
     warn_unused_tensors(*index_, config_.num_hidden_layers, config_.num_nextn_predict_layers);
   }
 
@@ -352,6 +362,8 @@ class ModelEngine final : public Engine {
     return deltafin::usage_json(model_fingerprint(experts_), hosts_ ? hosts_->usage() : store_.usage());
   }
 
+  std::string routing_trace() const override { return recorder_ ? recorder_->bytes() : std::string(); }
+
   std::string state_fingerprint() const override { return deltafin::state_fingerprint(*index_, experts_, *backend_); }
 
  private:
@@ -368,6 +380,7 @@ class ModelEngine final : public Engine {
   std::unique_ptr<SpineStream> stream_;  // the streamed spine units (nullptr: all resident)
   typename F::Model model_;
   std::unique_ptr<hosts::HostExperts> hosts_;  // a run on several hosts: who runs the routed experts
+  std::unique_ptr<RoutingRecorder> recorder_;  // --record-routing
   ModelSummary summary_;
 };
 

@@ -162,7 +162,7 @@ std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) 
   pass.insert(pass.end(), draft.tokens.begin(), draft.tokens.end());
   const StorageReads before = target_.storage_reads();
   const auto t1 = Clock::now();
-  const std::vector<float> logits = target_.append(pass, true);
+  const std::vector<float> logits = target_.append(pass, true, PassKind::Verify);
   const double seconds = since(t1);
   const StorageReads after = target_.storage_reads();
   const std::vector<int32_t> committed = verify_drafts(draft, logits, vocab_, sampler_);

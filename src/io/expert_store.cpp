@@ -11,8 +11,9 @@
 namespace deltafin {
 
 ExpertStore::ExpertStore(Backend& backend, const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader,
-                         uint64_t budget_bytes)
-    : backend_(backend), index_(index), experts_(experts), reader_(reader), budget_(budget_bytes), layers_(experts.layers()) {
+                         uint64_t budget_bytes, CachePolicyOptions policy)
+    : backend_(backend), index_(index), experts_(experts), reader_(reader), budget_(budget_bytes), layers_(experts.layers()),
+      policy_(experts.layers(), experts.experts(), std::move(policy)) {
   uint64_t largest = 0, records = 0;
   usage_.resize(layers_);
   for (int64_t layer = 0; layer < layers_; ++layer) {
@@ -50,11 +51,6 @@ ExpertStore::~ExpertStore() {
   changed_.wait(lock, [&] { return reads_in_flight_ == 0; });
 }
 
-uint64_t ExpertStore::next_use(const Entry& e) const {
-  if (e.cold) return static_cast<uint64_t>(layers_) + 1;
-  return static_cast<uint64_t>((e.layer - current_layer_ - 1 + 2 * layers_) % layers_ + 1);  // next layer: 1, this one: L
-}
-
 void ExpertStore::evict(Key k) {
   auto it = entries_.find(k);
   used_bytes_ -= it->second.weights->resident_bytes;
@@ -64,18 +60,11 @@ void ExpertStore::evict(Key k) {
 
 bool ExpertStore::make_room(uint64_t bytes, uint64_t limit) {
   while (used_bytes_ + bytes > budget_) {
-    const Entry* victim = nullptr;
-    Key victim_key = 0;
-    for (const auto& [k, e] : entries_) {
-      if (e.state != State::Ready || e.pins > 0 || e.wanted || next_use(e) <= limit) continue;
-      if (!victim || next_use(e) > next_use(*victim) ||
-          (next_use(e) == next_use(*victim) && e.last_use < victim->last_use)) {
-        victim = &e;
-        victim_key = k;
-      }
-    }
-    if (!victim) return false;
-    evict(victim_key);
+    const auto victim = policy_.victim(entries_, [&](const Entry& e) {
+      return e.state == State::Ready && e.pins == 0 && !e.wanted && policy_.next_use(e.meta) > limit;
+    });
+    if (victim == entries_.end()) return false;
+    evict(victim->first);
   }
   return true;
 }
@@ -88,16 +77,16 @@ Landing ExpertStore::landing(const ExpertWeights& w, uint64_t bytes) const {
 bool ExpertStore::can_start_read() const { return !staging_ || staging_->available(); }
 
 void ExpertStore::start_read(Entry& e, bool urgent) {
-  const uint64_t bytes = reader_.buffer_bytes(e.layer, e.expert);
+  const uint64_t bytes = reader_.buffer_bytes(e.meta.layer, e.meta.expert);
   auto w = std::make_shared<ExpertWeights>();
   w->slot = pool_->take();
-  if (w->slot < 0 || bytes > pool_->slot_bytes()) fail("expert {}/{}: no free slot in the pool (budget accounting)", e.layer, e.expert);
+  if (w->slot < 0 || bytes > pool_->slot_bytes()) fail("expert {}/{}: no free slot in the pool (budget accounting)", e.meta.layer, e.meta.expert);
   w->offset = pool_->offset(w->slot);
   if (staging_) w->staging = staging_->take();
   w->record = landing(*w, bytes).host();
-  w->bytes = reader_.layout(e.layer, e.expert).payload;
+  w->bytes = reader_.layout(e.meta.layer, e.meta.expert).payload;
   w->resident_bytes = pool_->slot_bytes();
-  w->proj = record_views(experts_.at(e.layer, e.expert), reader_.layout(e.layer, e.expert), w->record);
+  w->proj = record_views(experts_.at(e.meta.layer, e.meta.expert), reader_.layout(e.meta.layer, e.meta.expert), w->record);
   e.weights = w;
   e.state = State::Reading;
   used_bytes_ += w->resident_bytes;
@@ -107,7 +96,7 @@ void ExpertStore::start_read(Entry& e, bool urgent) {
   e.read_pass = pass_;
   ++reads_in_flight_;
   if (!urgent) e.cancel = std::make_shared<std::atomic<bool>>(false);
-  issue(key(e.layer, e.expert), w, urgent, e.cancel);
+  issue(key(e.meta.layer, e.meta.expert), w, urgent, e.cancel);
 }
 
 void ExpertStore::issue(Key k, const std::shared_ptr<ExpertWeights>& w, bool urgent,
@@ -187,11 +176,12 @@ void ExpertStore::begin_pass() {
   std::lock_guard lock(mutex_);
   ++pass_;
   first_position_.clear();
+  policy_.begin_pass();
 }
 
 void ExpertStore::request(int64_t layer, std::span<const int32_t> experts, std::span<const int64_t> first_positions) {
   std::lock_guard lock(mutex_);
-  current_layer_ = layer;
+  policy_.at_layer(layer);
   for (size_t i = 0; i < experts.size(); ++i) {
     const int32_t expert = experts[i];
     if (usage_[layer][expert]++ == 0) stats_.union_bytes += reader_.layout(layer, expert).payload;
@@ -208,20 +198,21 @@ void ExpertStore::request(int64_t layer, std::span<const int32_t> experts, std::
       if (e.prefetched) ++stats_.prefetch_used, e.prefetched = false;
       if (e.cancel) e.cancel->store(false);
       e.wanted = true;
-      e.cold = false;
+      policy_.requested(e.meta);
       continue;
     }
     ++stats_.misses;
     Entry& e = entries_[k];
-    e.layer = layer;
-    e.expert = expert;
+    e.meta.layer = layer;
+    e.meta.expert = expert;
     e.wanted = true;
+    policy_.requested(e.meta);
     queued_.push_back(k);
   }
   // This layer's guesses that it did not choose: reads not yet started are dropped, so that the
   // drives go on to what is needed.
   for (auto& [k, e] : entries_)
-    if (e.layer == layer && e.prefetched && !e.wanted && e.state == State::Reading && e.cancel) e.cancel->store(true);
+    if (e.meta.layer == layer && e.prefetched && !e.wanted && e.state == State::Reading && e.cancel) e.cancel->store(true);
   issue_queued();
 }
 
@@ -232,15 +223,14 @@ void ExpertStore::prefetch(int64_t layer, std::span<const int32_t> experts, uint
     if (entries_.count(k)) continue;
     const uint64_t bytes = pool_->slot_bytes();
     if (prefetch_in_flight_ + bytes > byte_cap || !can_start_read()) break;
-    Entry probe;
+    CacheMeta probe;
     probe.layer = layer;
-    if (!make_room(bytes, next_use(probe))) break;  // only room taken from experts needed later
+    if (!make_room(bytes, policy_.next_use(probe))) break;  // only room taken from experts needed later
     Entry& e = entries_[k];
-    e.layer = layer;
-    e.expert = expert;
+    e.meta.layer = layer;
+    e.meta.expert = expert;
     e.prefetched = true;
     e.prefetch_read = true;
-    e.last_use = ++tick_;
     prefetch_in_flight_ += bytes;
     ++stats_.prefetch_reads;
     stats_.prefetch_bytes += reader_.layout(layer, expert).payload;
@@ -290,7 +280,6 @@ std::pair<size_t, ExpertHandle> ExpertStore::acquire_next(int64_t layer, std::sp
   }
   e.wanted = false;
   ++e.pins;
-  e.last_use = ++tick_;
   std::shared_ptr<ExpertWeights> keep = e.weights;
   return {found, ExpertHandle(keep.get(), [this, k, keep](const ExpertWeights*) { unpin(k); })};
 }
@@ -306,7 +295,7 @@ void ExpertStore::demote(int64_t layer, std::span<const int32_t> experts) {
   std::lock_guard lock(mutex_);
   for (int32_t expert : experts) {
     auto it = entries_.find(key(layer, expert));
-    if (it != entries_.end() && !it->second.wanted) it->second.cold = true;
+    if (it != entries_.end() && !it->second.wanted) it->second.meta.cold = true;
   }
 }
 
@@ -315,7 +304,7 @@ void ExpertStore::demote_from(int64_t position) {
   for (const auto& [k, first] : first_position_) {
     if (first < position) continue;
     auto it = entries_.find(k);
-    if (it != entries_.end() && !it->second.wanted) it->second.cold = true;
+    if (it != entries_.end() && !it->second.wanted) it->second.meta.cold = true;
   }
 }
 

@@ -15,9 +15,8 @@
 //     experts needed later than the prefetched ones; when that layer's request comes, the reads
 //     of guesses it did not choose that have not started yet are cancelled.
 //   demote(layer, experts): experts only rejected drafts used go to the cold end.
-// Eviction keeps what the current pass still needs and otherwise evicts the expert whose layer
-// comes back last in the layer cycle (layers are visited in order every pass), cold ones first,
-// least recently used among equals. A pass reads each expert at most once (counted).
+// Eviction keeps what the current pass still needs (wanted or pinned) and otherwise follows the
+// cache policy (io/cache_policy.hpp). A pass reads each expert at most once (counted).
 #pragma once
 
 #include <atomic>
@@ -32,6 +31,7 @@
 #include <vector>
 
 #include "cpu/weight_view.hpp"
+#include "io/cache_policy.hpp"
 #include "io/expert_reader.hpp"
 #include "io/landing.hpp"
 #include "io/slot_pool.hpp"
@@ -78,7 +78,7 @@ class ExpertStore {
   // Takes budget_bytes / slot bytes slots from `backend` (the slot pool, allocated once); throws
   // when the budget cannot hold the largest expert. `index` names shards in error messages.
   ExpertStore(Backend& backend, const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader,
-              uint64_t budget_bytes);
+              uint64_t budget_bytes, CachePolicyOptions policy = {});
   static constexpr uint64_t kStagingSlots = 32;  // device pools: two K3 layers' worth of reads
   ~ExpertStore();  // waits for reads in flight
 
@@ -113,7 +113,7 @@ class ExpertStore {
   using Key = uint64_t;  // layer << 32 | expert
   enum class State { Queued, Reading, Ready, Failed };
   struct Entry {
-    int64_t layer = 0, expert = 0;
+    CacheMeta meta;            // layer, expert and what the policy knows
     State state = State::Queued;
     std::shared_ptr<ExpertWeights> weights;  // allocated once the read is issued
     std::exception_ptr error;
@@ -121,17 +121,15 @@ class ExpertStore {
     bool wanted = false;       // requested by the current pass, not yet acquired
     bool prefetched = false;   // read by prefetch, not yet requested
     bool prefetch_read = false;  // its read (started by prefetch) counts in prefetch_in_flight_
-    bool cold = false;
     std::shared_ptr<std::atomic<bool>> cancel;  // a prefetch read's: set when its layer chose otherwise
-    uint64_t last_use = 0;
     uint64_t read_pass = ~uint64_t{0};
   };
 
   static Key key(int64_t layer, int64_t expert) { return static_cast<uint64_t>(layer) << 32 | static_cast<uint64_t>(expert); }
-  // Frees unpinned, unwanted memory until `bytes` more fit. Only entries that come back later than
-  // `limit` (cycle distance; see next_use) may go. Returns false when it cannot.
+  // Frees unpinned, unwanted memory until `bytes` more fit, victims in the policy's order. Only
+  // entries that come back later than `limit` (cycle distance; CachePolicy::next_use) may go.
+  // Returns false when it cannot.
   bool make_room(uint64_t bytes, uint64_t limit);
-  uint64_t next_use(const Entry& e) const;  // cycle distance until e's layer runs again; cold: max
   bool can_start_read() const;              // mutex held: a staging slot is free (or none is needed)
   Landing landing(const ExpertWeights& w, uint64_t bytes) const;  // where w's record lands (its slot, or its staging slot)
   void start_read(Entry& e, bool urgent);   // mutex held; room already made
@@ -161,8 +159,7 @@ class ExpertStore {
   uint64_t used_bytes_ = 0;           // buffers of Reading and Ready entries
   uint64_t prefetch_in_flight_ = 0;
   int reads_in_flight_ = 0;
-  int64_t current_layer_ = 0;
-  uint64_t tick_ = 0;
+  CachePolicy policy_;
   uint64_t pass_ = 0;
   ExpertStoreStats stats_;
 };

@@ -95,6 +95,7 @@ void K2Model::moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& o
   const RouterWeights next = next_moe ? router(layer + 1) : RouterWeights{};
   const Routing routing = route_and_request(backend_, scratch_, *producer_, experts_, router_spec_, router(layer), layer, x, start, stats_,
                                             lookahead_, next_moe ? &next : nullptr);
+  if (recorder_) recorder_->layer(layer, routing.chosen);
   if (c.n_shared_experts == 0) return run_routed(backend_, scratch_, *producer_, routing, x, c.moe_intermediate_size, kSiLU, out);
   run_mlp(backend_, scratch_, L.shared, kSiLU, x, out);  // while the routed experts are read
   const Tensor routed = scratch_.take(x.rows, c.hidden_size);  // [n, hidden]
@@ -109,6 +110,7 @@ void K2Model::forward(LatentKvCache& cache, const int32_t* tokens, int64_t n, in
   cache.reserve(start + n);
   experts_.begin_pass();
   lookahead_.begin_pass(experts_);
+  if (recorder_) recorder_->pass(start, n);
   scratch_.reset();
   std::vector<float> seen;  // observer copies [n, hidden]
   const auto observe = [&](int64_t layer, const Tensor& t) {

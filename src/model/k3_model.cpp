@@ -200,6 +200,7 @@ void K3Model::moe(int64_t layer, const Tensor& x, int64_t start, const Tensor& o
   const RouterWeights next = next_moe ? router(layer + 1) : RouterWeights{};
   const Routing routing = route_and_request(backend_, scratch_, *producer_, experts_, router_spec_, router(layer), layer, x, start, stats_,
                                             lookahead_, next_moe ? &next : nullptr);
+  if (recorder_) recorder_->layer(layer, routing.chosen);
   backend_.matmul(w.down_latent.weight, x, z);
   if (c.num_shared_experts > 0) run_mlp(backend_, scratch_, w.shared, situ_, x, out);  // while the routed experts are read
   run_routed(backend_, scratch_, *producer_, routing, z, c.moe_intermediate_size, situ_, routed);
@@ -223,6 +224,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   state.mla.reserve(start + n);
   experts_.begin_pass();
   lookahead_.begin_pass(experts_);
+  if (recorder_) recorder_->pass(start, n);
   scratch_.reset();
   std::vector<float> seen;  // observer copies [n, hidden]
   const auto observe = [&](int64_t row, const Tensor& t) {

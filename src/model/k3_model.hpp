@@ -27,6 +27,7 @@
 #include "model/kv_cache.hpp"
 #include "model/lookahead.hpp"
 #include "model/routed_experts.hpp"
+#include "model/routing_trace.hpp"
 #include "model/spine.hpp"
 #include "weights/expert_table.hpp"
 #include "weights/k3_config.hpp"
@@ -71,6 +72,9 @@ class K3Model {
   void set_lookahead(uint64_t byte_cap) { lookahead_ = Lookahead(byte_cap); }
   // Who runs the routed experts (default: the store's experts on this backend); outlives the model.
   void set_producer(ExpertProducer& producer) { producer_ = &producer; }
+  // Where every pass's routing is written (nullptr: nowhere, the default); outlives the model.
+  void set_routing_recorder(RoutingRecorder* recorder) { recorder_ = recorder; }
+  RoutingRecorder* routing_recorder() const { return recorder_; }
 
   // Runs tokens [n] at positions [start, start + n) on `state` (which holds [0, start)).
   // logits: [n, vocab] when all_logits, else [1, vocab] for the last position.
@@ -118,6 +122,7 @@ class K3Model {
   ExpertStore& experts_;
   LocalExperts local_experts_;  // the store's experts on backend_
   ExpertProducer* producer_ = &local_experts_;  // who runs the routed experts (set_producer)
+  RoutingRecorder* recorder_ = nullptr;
   Scratch scratch_;
   MlaSpec mla_;
   RouterSpec router_spec_;

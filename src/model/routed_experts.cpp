@@ -76,6 +76,7 @@ Routing route_and_request(Backend& backend, Scratch& scratch, ExpertProducer& pr
   backend.matmul(*router.gate, x, logits);
   backend.route(spec, logits, router.bias, r.ids, r.weights);
   const std::vector<int32_t> chosen = download_ids(backend, r.ids);  // the sync point
+  r.chosen = chosen;
   r.experts = chosen;
   std::sort(r.experts.begin(), r.experts.end());
   r.experts.erase(std::unique(r.experts.begin(), r.experts.end()), r.experts.end());

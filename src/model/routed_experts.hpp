@@ -40,6 +40,7 @@ struct Routing {
   int64_t layer = 0;
   Tensor ids, weights;          // [n, top_k] on the backend
   std::vector<int32_t> experts;  // the union, ascending
+  std::vector<int32_t> chosen;   // the ids [n, top_k] on the host
 };
 
 // Produces routed experts' outputs for passes.

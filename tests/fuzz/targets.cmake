@@ -37,3 +37,6 @@ deltafin_fuzzer(reply_parser CORPUS reply-parser-corpus
 deltafin_fuzzer(json_schema CORPUS json-schema-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/text/json_schema.cpp ${DELTAFIN_FUZZ_SRC}/text/json_matcher.cpp
                         ${DELTAFIN_FUZZ_SRC}/util/json_value.cpp)
+deltafin_fuzzer(routing_trace CORPUS routing-trace-corpus
+                SOURCES ${DELTAFIN_FUZZ_SRC}/model/routing_trace.cpp ${DELTAFIN_FUZZ_SRC}/util/json_value.cpp
+                        ${DELTAFIN_FUZZ_SRC}/util/input_file.cpp)

@@ -1,0 +1,172 @@
+// simulate_cache (see cache_simulator.hpp).
+#include "io/cache_simulator.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "util/error.hpp"
+
+namespace deltafin {
+namespace {
+
+struct SimEntry {
+  CacheMeta meta;
+  bool wanted = false;  // requested by the running layer and not yet run
+  bool read = false;    // its read has started (it holds a slot)
+};
+
+class SimStore {
+ public:
+  SimStore(const RoutingTraceHeader& h, const CacheSimOptions& o)
+      : h_(h), o_(o), policy_(h.layers, h.experts, o.policy) {
+    const uint64_t records = h.moe_layers.size() * static_cast<uint64_t>(h.experts);
+    slots_ = std::max<uint64_t>(1, std::min(o.budget_bytes / h.slot_bytes, records));
+    if (o.budget_bytes < h.slot_bytes) fail("a budget of {} bytes cannot hold one expert ({} bytes)", o.budget_bytes, h.slot_bytes);
+    r_.slots = slots_;
+    r_.drive_bytes.assign(static_cast<size_t>(std::max(1, o.drives)), 0);
+    for (size_t i = 0; i < h.moe_layers.size(); ++i) moe_index_[h.moe_layers[i]] = static_cast<int64_t>(i);
+  }
+
+  void pass(PassKind kind, int64_t n, const std::vector<const std::vector<uint16_t>*>& layers,
+            const std::vector<int64_t>& starts) {
+    policy_.begin_pass();
+    first_position_.clear();
+    ++r_.passes;
+    decode_ = kind != PassKind::Prefill;
+    if (decode_) r_.decode_positions += static_cast<uint64_t>(n);
+    for (size_t li = 0; li < h_.moe_layers.size(); ++li) layer(h_.moe_layers[li], *layers[li], starts);
+  }
+
+  // Positions >= position of the last pass were dropped (ExpertStore::demote_from).
+  void rewind(int64_t position) {
+    for (const auto& [k, first] : first_position_) {
+      if (first < position) continue;
+      auto it = entries_.find(k);
+      if (it != entries_.end() && !it->second.wanted) it->second.meta.cold = true;
+    }
+  }
+
+  const CacheSimResult& result() const { return r_; }
+
+ private:
+  using Key = uint64_t;
+  static Key key(int64_t layer, int64_t expert) { return static_cast<uint64_t>(layer) << 32 | static_cast<uint64_t>(expert); }
+
+  // ids: [n, top_k] of the pass at `layer`; starts[i]: the absolute position of row i.
+  void layer(int64_t layer, const std::vector<uint16_t>& ids, const std::vector<int64_t>& starts) {
+    const size_t k = static_cast<size_t>(h_.top_k);
+    std::vector<int32_t> experts(ids.begin(), ids.end());
+    std::sort(experts.begin(), experts.end());
+    experts.erase(std::unique(experts.begin(), experts.end()), experts.end());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const Key kk = key(layer, ids[i]);
+      if (!first_position_.count(kk)) first_position_[kk] = starts[i / k];
+    }
+    // ExpertStore::request
+    policy_.at_layer(layer);
+    std::vector<Key> queued;
+    for (int32_t expert : experts) {
+      const Key kk = key(layer, expert);
+      auto it = entries_.find(kk);
+      if (it != entries_.end()) {
+        ++r_.hits;
+        it->second.wanted = true;
+        policy_.requested(it->second.meta);
+        continue;
+      }
+      ++r_.misses;
+      SimEntry& e = entries_[kk];
+      e.meta.layer = layer;
+      e.meta.expert = expert;
+      e.wanted = true;
+      policy_.requested(e.meta);
+      queued.push_back(kk);
+    }
+    size_t started = issue(queued, 0);
+    // The layer runs its experts in ascending order; a read waiting for room starts as soon as
+    // the experts before it have run (and can be evicted).
+    for (int32_t expert : experts) {
+      SimEntry& e = entries_.at(key(layer, expert));
+      if (!e.read) {
+        started = issue(queued, started);
+        if (!e.read) fail("simulated store: expert {}/{} found no room (the budget is held by the running layer)", layer, expert);
+      }
+      e.wanted = false;
+    }
+  }
+
+  // Starts queued reads from `from` on while room can be made; returns how many have started.
+  size_t issue(const std::vector<Key>& queued, size_t from) {
+    while (from < queued.size()) {
+      while (held_ + 1 > slots_) {
+        const auto victim = policy_.victim(entries_, [](const SimEntry& e) { return e.read && !e.wanted; });
+        if (victim == entries_.end()) return from;
+        entries_.erase(victim);
+        --held_;
+      }
+      SimEntry& e = entries_.at(queued[from]);
+      e.read = true;
+      ++held_;
+      r_.bytes_read += h_.record_bytes;
+      if (decode_) r_.decode_bytes_read += h_.record_bytes;
+      r_.drive_bytes[static_cast<size_t>(drive(e.meta.layer, e.meta.expert))] += h_.record_bytes;
+      ++from;
+    }
+    return from;
+  }
+
+  int drive(int64_t layer, int64_t expert) const {
+    const int64_t li = moe_index_.at(layer);
+    if (!o_.drive_of.empty()) return o_.drive_of[static_cast<size_t>(li)][static_cast<size_t>(expert)];
+    return static_cast<int>(expert % std::max(1, o_.drives));
+  }
+
+  const RoutingTraceHeader& h_;
+  const CacheSimOptions& o_;
+  CachePolicy policy_;
+  uint64_t slots_ = 0, held_ = 0;
+  bool decode_ = false;
+  std::unordered_map<Key, SimEntry> entries_;
+  std::unordered_map<Key, int64_t> first_position_;
+  std::unordered_map<int64_t, int64_t> moe_index_;
+  CacheSimResult r_;
+};
+
+}  // namespace
+
+CacheSimResult simulate_cache(const RoutingTrace& trace, const CacheSimOptions& options) {
+  SimStore store(trace.header, options);
+  const size_t layers = trace.header.moe_layers.size();
+  std::vector<const std::vector<uint16_t>*> rows(layers);
+  const auto positions = [](int64_t start, int64_t n) {
+    std::vector<int64_t> p(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = start + i;
+    return p;
+  };
+  // Speculation regrouping: consecutive decode passes gathered into one verify pass.
+  std::vector<std::vector<uint16_t>> gathered(layers);
+  int64_t gathered_n = 0, gathered_start = 0;
+  const auto flush = [&] {
+    if (gathered_n == 0) return;
+    for (size_t l = 0; l < layers; ++l) rows[l] = &gathered[l];
+    store.pass(PassKind::Verify, gathered_n, rows, positions(gathered_start, gathered_n));
+    for (auto& g : gathered) g.clear();
+    gathered_n = 0;
+  };
+  for (const RoutingPass& p : trace.passes) {
+    if (options.verify_width > 0 && p.kind == PassKind::Decode && p.rewinds.empty()) {
+      if (gathered_n == 0) gathered_start = p.start;
+      for (size_t l = 0; l < layers; ++l) gathered[l].insert(gathered[l].end(), p.layers[l].begin(), p.layers[l].end());
+      if (++gathered_n == options.verify_width) flush();
+      continue;
+    }
+    flush();
+    for (size_t l = 0; l < layers; ++l) rows[l] = &p.layers[l];
+    store.pass(p.kind, p.n, rows, positions(p.start, p.n));
+    for (int64_t r : p.rewinds) store.rewind(r);
+  }
+  flush();
+  return store.result();
+}
+
+}  // namespace deltafin

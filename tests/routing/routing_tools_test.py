@@ -2,7 +2,8 @@
 """The routing-trace tools (CTest routing_tools): tools/routing_trace.py writes and reads back every
 event kind byte for byte; tools/routing_stats.py gives the hand-computed answers on a hand-made
 trace (overlap, distinct experts over a window, skew, LRU and pinned hits); each kind of malformed
-trace is refused with one line naming the file and the byte offset, exit 1; tools/make_k3_trace.py
+trace is refused with one line naming the file and the byte offset, exit 1; the engine's own traces
+(tests/fuzz/routing-trace-corpus) read and write back; tools/make_k3_trace.py
 is deterministic for a seed and its trace lands on the fitted K3 figures. Python stdlib only."""
 import json
 import os
@@ -86,6 +87,26 @@ class RoundTrip(Temp):
             with TraceWriter(path, HEADER) as w:
                 w.write_pass(DECODE, 0, [[(1, 1)], [(3, 4)]])
         self.assertEqual(os.listdir(self.dir), [])
+
+
+class EngineTraces(Temp):
+    """Traces `deltafin run --record-routing` wrote (the fuzz corpus): read, and written back with the
+    same event bytes."""
+
+    def test_engine_traces_read_and_write_back(self):
+        corpus = os.path.join(ROOT, "tests", "fuzz", "routing-trace-corpus")
+        names = sorted(n for n in os.listdir(corpus) if n.endswith(".trace"))
+        self.assertTrue(names)
+        for name in names:
+            original = read_bytes(os.path.join(corpus, name))
+            trace = parse_trace(original, name)
+            self.assertEqual(trace.header["source"], "recorded")
+            copy = self.path(name)
+            write_trace(copy, trace)
+            written = read_bytes(copy)
+            skip_original, skip_written = (12 + struct.unpack_from("<I", b, 8)[0] for b in (original, written))
+            self.assertEqual(original[skip_original:], written[skip_written:], name)
+            self.assertEqual(read_trace(copy).header, trace.header)
 
 
 class HandMadeStats(unittest.TestCase):

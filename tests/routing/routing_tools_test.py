@@ -159,6 +159,21 @@ class HandMadeStats(unittest.TestCase):
         self.assertEqual(routing_stats.lru_hits([[1, 2], [2, 3], [1]], 2), (1, 5))
 
 
+class StatsCommand(Temp):
+    def test_table_and_json(self):
+        trace, out = self.path("hand.trace"), self.path("stats.json")
+        write_trace(trace, hand_trace())
+        code, table, err = run_tool("routing_stats.py", trace, "--window", "3", "--json", out)
+        self.assertEqual((code, err), (0, ""))
+        self.assertIn("mean", table)
+        self.assertIn("uniform", table)
+        with open(out) as f:
+            (s,) = json.load(f)["traces"]
+        self.assertEqual(s["file"], trace)
+        self.assertEqual(s["summary"]["overlap"], {"decode": 0.5, "prefill": 0.5})
+        self.assertEqual([l["layer"] for l in s["layers"]], [1, 2])
+
+
 class Malformed(Temp):
     """Each malformed trace: exit 1, one line on stderr naming the file and the byte offset."""
 

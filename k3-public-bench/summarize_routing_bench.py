@@ -48,7 +48,7 @@ def main():
                 if not row:
                     continue
                 cells = " | ".join(f"{row[p]['bytes_per_decoded_token'] / 1e6:.3f}" if p in row else "" for p in sim_policies)
-                name = os.path.basename(trace).split("-")[0] if trace.endswith(".trace") and "/tmp" in trace else os.path.basename(trace)
+                name = os.path.basename(trace).removesuffix("-0.5.trace")
                 print(f"| {name} | {share:.1%} | {cells} |")
         print()
     if bad:

@@ -79,3 +79,20 @@ TEST_CASE("greedy ids from the CLI agree across chunk, threads, cache budget and
     CHECK(test::run_deltafin(base + extra).output == reference.output);
   }
 }
+
+TEST_CASE("the bundled model's greedy ids equal transformers' at every cache budget with and without a drafter", "[exactness]") {
+  // Issue 38: the cache policy decides only what is read. Budgets from every expert down to a
+  // few slots, the bundled draft's verify passes and rewinds (cold experts) and plain decoding
+  // all give transformers' greedy continuation (models/default/golden).
+  const std::string dir = test::fixtures_dir() + "/../../models/default";
+  const test::Golden g = test::read_golden(dir + "/golden");
+  const std::string base = "run -m " + dir + " --tokens " + test::join_ids(g.prompt, ",") + " -n " +
+                           std::to_string(g.generated.size()) + " --temp 0 --ids --ignore-eos";
+  for (const char* budget : {" --cache-gb 1", " --cache-gb 0.004", " --cache-gb 0.0012", " --cache-gb 0.00023"})
+    for (const char* draft : {" --draft auto --draft-k 4", " --draft off"}) {
+      INFO(budget << draft);
+      const auto r = test::run_deltafin(base + budget + draft);
+      REQUIRE(r.exit_code == 0);
+      CHECK(r.output == test::join_ids(g.generated, " ") + "\n");
+    }
+}

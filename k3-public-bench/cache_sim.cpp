@@ -11,9 +11,11 @@
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "hosts/expert_owners.hpp"
 #include "io/cache_simulator.hpp"
 #include "util/error.hpp"
 
@@ -50,7 +52,7 @@ int main(int argc, char** argv) {
   app.add_option("--budget-bytes", budget_bytes, "The store's expert budget in bytes");
   app.add_option("--budget-fraction", fractions, "Budgets as fractions of all experts, comma-separated");
   app.add_option("--drives", drives, "Drives the records are striped over (expert % drives)")->check(CLI::Range(1, 1024));
-  app.add_option("--hosts", hosts, "Hosts the experts are split over (expert % hosts)")->check(CLI::Range(1, 1024));
+  app.add_option("--hosts", hosts, "Hosts the experts are shared over (as mpirun without a host placement)")->check(CLI::Range(1, 1024));
   app.add_option("--host", host, "Which host's store to simulate (0-based; its budget is the one given)")->check(CLI::Range(0, 1023));
   app.add_option("--verify-width", verify_width, "Decode passes regrouped into verify passes of this many positions")
       ->check(CLI::Range(int64_t{0}, int64_t{64}));
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if ((budget_bytes == 0) == fractions.empty()) fail("give one of --budget-bytes and --budget-fraction");
+    if (host >= hosts) fail("--host {}: there are only {} hosts (0..{})", host, hosts, hosts - 1);
     std::string json;
     std::printf("%-28s %9s %8s %8s %10s %12s %12s  %s\n", "trace", "budget", "slots", "share", "hit rate", "bytes/token",
                 "bytes read", "per-drive bytes");
@@ -78,7 +81,18 @@ int main(int argc, char** argv) {
         o.budget_bytes = b;
         o.drives = drives;
         o.verify_width = verify_width;
-        o.hosts = hosts, o.host = host;
+        if (hosts > 1) {
+          // rank 0 shares each pass out as hosts/host_experts.cpp does without a host placement
+          const auto owners = std::make_shared<hosts::ExpertOwners>(hosts::ExpertOwners::equal_shares(hosts, h.layers, h.experts));
+          o.share = [owners, host](int64_t layer, std::span<const int32_t> all) {
+            const std::vector<int> who = owners->balance(layer, all);
+            std::vector<int32_t> mine;
+            for (size_t i = 0; i < all.size(); ++i)
+              if (who[i] == host) mine.push_back(all[i]);
+            return mine;
+          };
+          o.expert_host = host > 0;
+        }
         o.policy.half_life = half_life;
         const CacheSimResult r = policy == "oracle" ? simulate_oracle(trace, o) : simulate_cache(trace, o);
         std::string per_drive;

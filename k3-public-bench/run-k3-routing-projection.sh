@@ -3,8 +3,8 @@
 # MODEL of K3's routing (tools/make_k3_trace.py, fitted to the published figures: ~30 % of a
 # token's experts shared with the previous token's, 65 distinct experts a layer over a 1-token
 # prompt and 8 generated tokens; docs/routing-traces.md) replayed by the cache simulator at the
-# expert budgets `deltafin inspect` plans for 128 GB on one host and on 4 hosts (experts split
-# e % 4; rank 0 also holds the spine). Three routing models: the fit at the fastest turnover the
+# expert budgets `deltafin inspect` plans for 128 GB on one host and on 4 hosts (each pass shared
+# out as rank 0 does without a host placement; rank 0 also holds the spine). Three routing models: the fit at the fastest turnover the
 # figures allow (the default), the fit at the slowest (drift 0.005), and independent uniform
 # routing (what docs/hosts-projection.md assumes). Never a measurement. Writes
 # results/k3-routing-projection.md.

@@ -20,8 +20,7 @@ class SimStore {
   // log: where every request's (layer, expert) key goes, in request order (nullptr: nowhere).
   SimStore(const RoutingTraceHeader& h, const CacheSimOptions& o, std::vector<uint64_t>* log)
       : h_(h), o_(o), policy_(h.layers, h.experts, o.policy), log_(log) {
-    if (o.hosts < 1 || o.host < 0 || o.host >= o.hosts) fail("host {} of {} hosts does not exist", o.host, o.hosts);
-    const uint64_t records = h.moe_layers.size() * static_cast<uint64_t>((h.experts - o.host + o.hosts - 1) / o.hosts);
+    const uint64_t records = h.moe_layers.size() * static_cast<uint64_t>(h.experts);
     slots_ = std::max<uint64_t>(1, std::min(o.budget_bytes / h.slot_bytes, records));
     if (o.budget_bytes < h.slot_bytes) fail("a budget of {} bytes cannot hold one expert ({} bytes)", o.budget_bytes, h.slot_bytes);
     r_.slots = slots_;
@@ -31,16 +30,16 @@ class SimStore {
 
   void pass(PassKind kind, int64_t n, const std::vector<const std::vector<uint16_t>*>& layers,
             const std::vector<int64_t>& starts) {
-    policy_.begin_pass();
-    first_position_.clear();
+    if (!o_.expert_host) begin_pass();
     ++r_.passes;
     decode_ = kind != PassKind::Prefill;
     if (decode_) r_.decode_positions += static_cast<uint64_t>(n);
     for (size_t li = 0; li < h_.moe_layers.size(); ++li) layer(h_.moe_layers[li], *layers[li], starts);
   }
 
-  // Positions >= position of the last pass were dropped (ExpertStore::demote_from).
+  // Positions >= position of the last pass were dropped (ExpertStore::demote_from; rank 0's only).
   void rewind(int64_t position) {
+    if (o_.expert_host) return;
     for (const auto& [k, first] : first_position_) {
       if (first < position) continue;
       auto it = entries_.find(k);
@@ -54,16 +53,25 @@ class SimStore {
   using Key = uint64_t;
   static Key key(int64_t layer, int64_t expert) { return static_cast<uint64_t>(layer) << 32 | static_cast<uint64_t>(expert); }
 
+  void begin_pass() {
+    policy_.begin_pass();
+    first_position_.clear();
+  }
+
   // ids: [n, top_k] of the pass at `layer`; starts[i]: the absolute position of row i.
   void layer(int64_t layer, const std::vector<uint16_t>& ids, const std::vector<int64_t>& starts) {
     const size_t k = static_cast<size_t>(h_.top_k);
-    std::vector<int32_t> experts;
-    for (uint16_t id : ids)
-      if (id % o_.hosts == o_.host) experts.push_back(id);
+    std::vector<int32_t> experts(ids.begin(), ids.end());
     std::sort(experts.begin(), experts.end());
     experts.erase(std::unique(experts.begin(), experts.end()), experts.end());
+    if (o_.share) experts = o_.share(layer, experts);
+    if (o_.expert_host) {
+      if (experts.empty()) return;  // rank 0 sends no request
+      if (layer <= last_layer_) begin_pass();
+      last_layer_ = layer;
+    }
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] % o_.hosts != o_.host) continue;
+      if (!std::binary_search(experts.begin(), experts.end(), static_cast<int32_t>(ids[i]))) continue;
       const Key kk = key(layer, ids[i]);
       if (!first_position_.count(kk)) first_position_[kk] = starts[i / k];
     }
@@ -132,6 +140,7 @@ class SimStore {
   CachePolicy policy_;
   std::vector<uint64_t>* log_;
   uint64_t slots_ = 0, held_ = 0;
+  int64_t last_layer_ = -1;  // an expert host's last requested layer
   bool decode_ = false;
   std::unordered_map<Key, SimEntry> entries_;
   std::unordered_map<Key, int64_t> first_position_;

@@ -6,10 +6,13 @@
 // experts made cold by rewinds). The router lookahead's guesses are not in a trace: compare with
 // runs without --lookahead. On the same trace and budget the counts equal the engine's receipt
 // (hits, reads, expert bytes read) whenever each layer's union fits the budget; below that the
-// store's reads wait for one another and the simulator takes them to land in request order.
+// store's reads wait for one another and the simulator takes them to land in request order. Each
+// host of a run on several hosts is simulated on its own (CacheSimOptions::share).
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "io/cache_policy.hpp"
@@ -25,9 +28,12 @@ struct CacheSimOptions {
   // > 0: the trace's decode passes regrouped into verify passes of `verify_width` positions
   // (every draft accepted: the fewest passes speculation can take).
   int64_t verify_width = 0;
-  // Several hosts (mpirun): expert e of every layer is host e % hosts's (the split without a host
-  // placement), and each host's store sees only its own; this simulates host `host`'s.
-  int hosts = 1, host = 0;
+  // Several hosts (mpirun): the experts of a pass's union at a layer that this host's store is
+  // asked for (rank 0 shares each pass out: hosts/expert_owners.hpp); empty: all of them.
+  std::function<std::vector<int32_t>(int64_t layer, std::span<const int32_t> pass_union)> share;
+  // An expert host (rank > 0): its store starts a pass at a request whose layer does not follow the
+  // last one's (hosts/expert_host.cpp), sees no request where it has no share, and no rewinds.
+  bool expert_host = false;
   CachePolicyOptions policy;
 };
 

@@ -23,16 +23,18 @@ caches=$(build/deltafin inspect -m $config --memory-gb 128 --drive-gbps 7,7,7,7 
 read -r rank0 others <<< "$caches"
 [ -n "$one" ] && [ -n "$rank0" ] && [ -n "$others" ] || { echo "run-k3-routing-projection: inspect's output changed" >&2; exit 1; }
 bytes() { python3 -c "print(int(round($1 * 1e9)))"; }
-declare -A models=(
-  [fit-fast]="--seed 1"
-  [fit-slow]="--seed 1 --drift 0.005 --working-set 75 --stickiness 0.135"
-  [uniform]="--seed 1 --skew 0 --drift 0 --working-set 896 --stickiness 0"
-)
+model_flags() {  # the generator's flags for each routing model
+  case $1 in
+    fit-fast) echo "--seed 1" ;;
+    fit-slow) echo "--seed 1 --drift 0.005 --working-set 75 --stickiness 0.135" ;;
+    uniform) echo "--seed 1 --skew 0 --drift 0 --working-set 896 --stickiness 0" ;;
+  esac
+}
 rows="$work/rows.jsonl"
 : > "$rows"
 for name in fit-fast fit-slow uniform; do
   # shellcheck disable=SC2086
-  python3 tools/make_k3_trace.py --tokens "$tokens" --prompt 1 ${models[$name]} --out "$work/$name.trace"
+  python3 tools/make_k3_trace.py --tokens "$tokens" --prompt 1 $(model_flags $name) --out "$work/$name.trace"
   python3 tools/routing_stats.py "$work/$name.trace" --json "$work/$name-stats.json" >/dev/null
   for policy in store oracle; do
     build/cache_sim "$work/$name.trace" --budget-bytes "$(bytes "$one")" --policy $policy --json "$work/r.json" >/dev/null

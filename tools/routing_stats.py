@@ -22,7 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from routing_trace import KIND_NAMES, PREFILL, Pass, TraceError, read_trace  # noqa: E402
+from routing_trace import KIND_NAMES, PREFILL, OutputFile, Pass, TraceError, read_trace  # noqa: E402
 
 DEFAULT_WINDOW = 9
 DEFAULT_FRACTIONS = (0.05, 0.10, 0.25, 0.50)
@@ -277,11 +277,10 @@ def main(argv=None):
         results.append({"file": path, **s})
     if args.json:
         try:
-            tmp = args.json + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump({"traces": results}, f, indent=1)
-                f.write("\n")
-            os.replace(tmp, args.json)
+            out = OutputFile(args.json, "w")
+            json.dump({"traces": results}, out.file, indent=1)
+            out.file.write("\n")
+            out.commit()
         except OSError as e:
             print(f"{args.json}: cannot write: {e.strerror or e}", file=sys.stderr)
             return 1

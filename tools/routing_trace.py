@@ -245,14 +245,51 @@ def encode_pass(header, kind, start, routes):
     return b"".join(out)
 
 
+class OutputFile:
+    """An output file as the engine writes one (src/util/atomic_file.hpp): "-" is stdout; an
+    existing device, FIFO or socket (/dev/stdout, a pipe) is written in place, never replaced;
+    anything else is written to a temporary beside the path (beside a symlink's target: the link
+    stays a link) and renamed over it on commit(), so it appears whole or not at all."""
+
+    def __init__(self, path, mode="wb"):
+        import stat
+        import tempfile
+        self.path, self._tmp = path, None
+        if path == "-":
+            self.file = os.fdopen(os.dup(1), mode)
+            return
+        try:
+            in_place = not stat.S_ISREG(os.stat(path).st_mode)
+        except FileNotFoundError:
+            in_place = False
+        if in_place:
+            self.file = open(path, mode)
+            return
+        target = os.path.realpath(path)
+        fd, self._tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", dir=os.path.dirname(target))
+        self._target = target
+        self.file = os.fdopen(fd, mode)
+
+    def commit(self):
+        self.file.close()
+        if self._tmp:
+            os.chmod(self._tmp, 0o644)
+            os.replace(self._tmp, self._target)
+
+    def abandon(self):
+        self.file.close()
+        if self._tmp:
+            os.unlink(self._tmp)
+
+
 class TraceWriter:
-    """Writes a trace to PATH.tmp and renames it to PATH on close(); as a context manager, an
+    """Writes a trace through an OutputFile, committed on close(); as a context manager, an
     exception leaves no file behind."""
 
     def __init__(self, path, header):
         self.path, self.header = path, dict(header)
-        self._tmp = path + ".tmp"
-        self._file = open(self._tmp, "wb")
+        self._out = OutputFile(path)
+        self._file = self._out.file
         self._file.write(encode_header(self.header))
 
     def write_pass(self, kind, start, routes):
@@ -263,12 +300,10 @@ class TraceWriter:
 
     def close(self):
         self._file.write(b"E")
-        self._file.close()
-        os.replace(self._tmp, self.path)
+        self._out.commit()
 
     def abandon(self):
-        self._file.close()
-        os.unlink(self._tmp)
+        self._out.abandon()
 
     def __enter__(self):
         return self

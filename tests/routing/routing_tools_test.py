@@ -8,6 +8,7 @@ is deterministic for a seed and its trace lands on the fitted K3 figures. Python
 import json
 import os
 import struct
+import stat
 import subprocess
 import sys
 import tempfile
@@ -172,6 +173,22 @@ class StatsCommand(Temp):
         self.assertEqual(s["file"], trace)
         self.assertEqual(s["summary"]["overlap"], {"decode": 0.5, "prefill": 0.5})
         self.assertEqual([l["layer"] for l in s["layers"]], [1, 2])
+
+    def test_outputs_that_are_not_regular_files_are_written_in_place(self):
+        # A FIFO (as /dev/stdout or a pipe) is written into, never replaced by a file; "-" is stdout.
+        trace, fifo = self.path("hand.trace"), self.path("fifo")
+        write_trace(trace, hand_trace())
+        os.mkfifo(fifo)
+        reader = subprocess.Popen(["cat", fifo], stdout=subprocess.PIPE, text=True)
+        code, _, err = run_tool("routing_stats.py", trace, "--json", fifo)
+        piped = reader.communicate(timeout=60)[0]
+        self.assertEqual((code, err), (0, ""))
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        self.assertEqual(len(json.loads(piped)["traces"]), 1)
+        code, out, err = run_tool("routing_stats.py", trace, "--brief", "--json", "-")
+        self.assertEqual((code, err), (0, ""))
+        self.assertIn('"traces"', out)
+        self.assertEqual([n for n in os.listdir(self.dir) if n.startswith(".")], [])  # no temporary left
 
 
 class Malformed(Temp):

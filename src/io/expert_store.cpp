@@ -11,9 +11,9 @@
 namespace deltafin {
 
 ExpertStore::ExpertStore(Backend& backend, const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader,
-                         uint64_t budget_bytes, CachePolicyOptions policy)
+                         uint64_t budget_bytes)
     : backend_(backend), index_(index), experts_(experts), reader_(reader), budget_(budget_bytes), layers_(experts.layers()),
-      policy_(experts.layers(), experts.experts(), std::move(policy)) {
+      policy_(experts.layers(), experts.experts()) {
   uint64_t largest = 0, records = 0;
   usage_.resize(layers_);
   for (int64_t layer = 0; layer < layers_; ++layer) {

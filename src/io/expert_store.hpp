@@ -78,7 +78,7 @@ class ExpertStore {
   // Takes budget_bytes / slot bytes slots from `backend` (the slot pool, allocated once); throws
   // when the budget cannot hold the largest expert. `index` names shards in error messages.
   ExpertStore(Backend& backend, const WeightIndex& index, const ExpertTable& experts, ExpertReader& reader,
-              uint64_t budget_bytes, CachePolicyOptions policy = {});
+              uint64_t budget_bytes);
   static constexpr uint64_t kStagingSlots = 32;  // device pools: two K3 layers' worth of reads
   ~ExpertStore();  // waits for reads in flight
 

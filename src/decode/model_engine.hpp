@@ -157,8 +157,10 @@ class ModelSession final : public Session {
 
   void rewind(int64_t pos) override {
     if (pos < 0 || pos > position_) fail("cannot rewind to position {} (session is at {})", pos, position_);
-    if (pos < position_) store_.demote_from(pos);  // experts only the dropped positions used
-    if (RoutingRecorder* recorder = model_.routing_recorder(); recorder && pos < position_) recorder->rewind(pos);
+    if (pos < position_) {
+      store_.demote_from(pos);  // experts only the dropped positions used
+      if (RoutingRecorder* recorder = model_.routing_recorder()) recorder->rewind(pos);
+    }
     if constexpr (F::kRecurrent) {
       if (pos == position_) return;
       const int64_t at = replay_from_ >= 0 ? replay_from_ : position_;  // where the recurrent state is

@@ -41,8 +41,7 @@ double CachePolicy::expected_return(const CacheMeta& meta) const {
   return static_cast<double>(next_use(meta)) + static_cast<double>(layers_) * (1 / std::max(p, 1e-300) - 1);
 }
 
-bool CachePolicy::evict_before(const CacheMeta& a, const CacheMeta& b) const {
-  const double ra = expected_return(a), rb = expected_return(b);
+bool CachePolicy::goes_before(double ra, const CacheMeta& a, double rb, const CacheMeta& b) {
   if (ra != rb) return ra > rb;
   return std::tie(a.last_use, a.layer, a.expert) < std::tie(b.last_use, b.layer, b.expert);
 }

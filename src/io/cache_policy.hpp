@@ -46,21 +46,24 @@ class CachePolicy {
   void requested(CacheMeta& meta);
   // Cycle distance until meta's layer runs again (cold: past any layer).
   uint64_t next_use(const CacheMeta& meta) const;
-  // Whether `a` should go before `b`.
-  bool evict_before(const CacheMeta& a, const CacheMeta& b) const;
-
   // The entry of `entries` (a map from key to a type with a `meta` member) to evict first among
   // those `evictable` accepts; entries.end() when none is.
   template <class Map, class Evictable>
   typename Map::const_iterator victim(const Map& entries, Evictable&& evictable) const {
     auto best = entries.end();
-    for (auto it = entries.begin(); it != entries.end(); ++it)
-      if (evictable(it->second) && (best == entries.end() || evict_before(it->second.meta, best->second.meta))) best = it;
+    double best_return = 0;
+    for (auto it = entries.begin(); it != entries.end(); ++it) {
+      if (!evictable(it->second)) continue;
+      const double r = expected_return(it->second.meta);
+      if (best == entries.end() || goes_before(r, it->second.meta, best_return, best->second.meta)) best = it, best_return = r;
+    }
     return best;
   }
 
  private:
   double expected_return(const CacheMeta& meta) const;  // in layers; larger goes first
+  // Whether `a` (expected back after ra) goes before `b` (after rb).
+  static bool goes_before(double ra, const CacheMeta& a, double rb, const CacheMeta& b);
 
   int64_t layers_, experts_;
   CachePolicyOptions options_;

@@ -25,16 +25,15 @@ class SimStore {
     if (o.budget_bytes < h.slot_bytes) fail("a budget of {} bytes cannot hold one expert ({} bytes)", o.budget_bytes, h.slot_bytes);
     r_.slots = slots_;
     r_.drive_bytes.assign(static_cast<size_t>(std::max(1, o.drives)), 0);
-    for (size_t i = 0; i < h.moe_layers.size(); ++i) moe_index_[h.moe_layers[i]] = static_cast<int64_t>(i);
   }
 
-  void pass(PassKind kind, int64_t n, const std::vector<const std::vector<uint16_t>*>& layers,
-            const std::vector<int64_t>& starts) {
+  // A pass over positions start..start+n-1; layers[i]: its ids [n, top_k] at the i-th MoE layer.
+  void pass(PassKind kind, int64_t start, int64_t n, const std::vector<const std::vector<uint16_t>*>& layers) {
     if (!o_.expert_host) begin_pass();
     ++r_.passes;
     decode_ = kind != PassKind::Prefill;
     if (decode_) r_.decode_positions += static_cast<uint64_t>(n);
-    for (size_t li = 0; li < h_.moe_layers.size(); ++li) layer(h_.moe_layers[li], *layers[li], starts);
+    for (size_t li = 0; li < h_.moe_layers.size(); ++li) layer(h_.moe_layers[li], *layers[li], start);
   }
 
   // Positions >= position of the last pass were dropped (ExpertStore::demote_from; rank 0's only).
@@ -58,8 +57,8 @@ class SimStore {
     first_position_.clear();
   }
 
-  // ids: [n, top_k] of the pass at `layer`; starts[i]: the absolute position of row i.
-  void layer(int64_t layer, const std::vector<uint16_t>& ids, const std::vector<int64_t>& starts) {
+  // ids: [n, top_k] of the pass at `layer`, whose first row is position `start`.
+  void layer(int64_t layer, const std::vector<uint16_t>& ids, int64_t start) {
     const size_t k = static_cast<size_t>(h_.top_k);
     std::vector<int32_t> experts(ids.begin(), ids.end());
     std::sort(experts.begin(), experts.end());
@@ -73,7 +72,7 @@ class SimStore {
     for (size_t i = 0; i < ids.size(); ++i) {
       if (!std::binary_search(experts.begin(), experts.end(), static_cast<int32_t>(ids[i]))) continue;
       const Key kk = key(layer, ids[i]);
-      if (!first_position_.count(kk)) first_position_[kk] = starts[i / k];
+      first_position_.try_emplace(kk, start + static_cast<int64_t>(i / k));
     }
     // ExpertStore::request
     policy_.at_layer(layer);
@@ -123,16 +122,10 @@ class SimStore {
       ++held_;
       r_.bytes_read += h_.record_bytes;
       if (decode_) r_.decode_bytes_read += h_.record_bytes;
-      r_.drive_bytes[static_cast<size_t>(drive(e.meta.layer, e.meta.expert))] += h_.record_bytes;
+      r_.drive_bytes[static_cast<size_t>(e.meta.expert % std::max(1, o_.drives))] += h_.record_bytes;
       ++from;
     }
     return from;
-  }
-
-  int drive(int64_t layer, int64_t expert) const {
-    const int64_t li = moe_index_.at(layer);
-    if (!o_.drive_of.empty()) return o_.drive_of[static_cast<size_t>(li)][static_cast<size_t>(expert)];
-    return static_cast<int>(expert % std::max(1, o_.drives));
   }
 
   const RoutingTraceHeader& h_;
@@ -144,7 +137,6 @@ class SimStore {
   bool decode_ = false;
   std::unordered_map<Key, SimEntry> entries_;
   std::unordered_map<Key, int64_t> first_position_;
-  std::unordered_map<int64_t, int64_t> moe_index_;
   CacheSimResult r_;
 };
 
@@ -152,18 +144,13 @@ CacheSimResult replay(const RoutingTrace& trace, const CacheSimOptions& options,
   SimStore store(trace.header, options, log);
   const size_t layers = trace.header.moe_layers.size();
   std::vector<const std::vector<uint16_t>*> rows(layers);
-  const auto positions = [](int64_t start, int64_t n) {
-    std::vector<int64_t> p(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = start + i;
-    return p;
-  };
   // Speculation regrouping: consecutive decode passes gathered into one verify pass.
   std::vector<std::vector<uint16_t>> gathered(layers);
   int64_t gathered_n = 0, gathered_start = 0;
   const auto flush = [&] {
     if (gathered_n == 0) return;
     for (size_t l = 0; l < layers; ++l) rows[l] = &gathered[l];
-    store.pass(PassKind::Verify, gathered_n, rows, positions(gathered_start, gathered_n));
+    store.pass(PassKind::Verify, gathered_start, gathered_n, rows);
     for (auto& g : gathered) g.clear();
     gathered_n = 0;
   };
@@ -176,7 +163,7 @@ CacheSimResult replay(const RoutingTrace& trace, const CacheSimOptions& options,
     }
     flush();
     for (size_t l = 0; l < layers; ++l) rows[l] = &p.layers[l];
-    store.pass(p.kind, p.n, rows, positions(p.start, p.n));
+    store.pass(p.kind, p.start, p.n, rows);
     for (int64_t r : p.rewinds) store.rewind(r);
   }
   flush();

@@ -22,9 +22,7 @@ namespace deltafin {
 
 struct CacheSimOptions {
   uint64_t budget_bytes = 0;  // the store's expert budget (slots of header.slot_bytes)
-  int drives = 1;
-  // Record (layer, expert)'s drive: [moe layer index][expert]; empty: expert % drives.
-  std::vector<std::vector<int>> drive_of;
+  int drives = 1;  // records striped expert % drives
   // > 0: the trace's decode passes regrouped into verify passes of `verify_width` positions
   // (every draft accepted: the fewest passes speculation can take).
   int64_t verify_width = 0;

@@ -75,8 +75,8 @@ Routing route_and_request(Backend& backend, Scratch& scratch, ExpertProducer& pr
   r.weights = scratch.take(n, k);
   backend.matmul(*router.gate, x, logits);
   backend.route(spec, logits, router.bias, r.ids, r.weights);
-  const std::vector<int32_t> chosen = download_ids(backend, r.ids);  // the sync point
-  r.chosen = chosen;
+  r.chosen = download_ids(backend, r.ids);  // the sync point
+  const std::vector<int32_t>& chosen = r.chosen;
   r.experts = chosen;
   std::sort(r.experts.begin(), r.experts.end());
   r.experts.erase(std::unique(r.experts.begin(), r.experts.end()), r.experts.end());

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -45,6 +46,10 @@ struct EngineOptions {
   double io_piece_mb = 1.0;    // records are read in concurrent pieces of this size
   bool lookahead = false;      // prefetch the next layer's likely experts (router lookahead)
   bool record_routing = false; // keep a routing trace of every pass (Engine::routing_trace)
+  // A drafter built into the engine (--draft dspark --draft-model DIR): Kimi K3's DSpark, which
+  // reads the target's hidden rows of every pass (Session::draft_block). Its weights, latent
+  // cache and captured rows are in the memory budget. "": none.
+  std::string dspark_dir;
   // Memory planning (compared with what the machine has free at open): the positions the caller
   // means to reach (prompt + new tokens), whose KV cache and state are counted; and bytes held
   // back for others in the process (a draft model's expert share). Positions are counted up to the
@@ -65,6 +70,7 @@ struct ModelSummary {
   int64_t eos_token_id = -1;
   int64_t context_length = 0;   // max_position_embeddings; 0: not stated
   uint64_t spine_bytes = 0;     // resident weights (streamed spine units not counted)
+  uint64_t drafter_bytes = 0;   // a built-in drafter's weights (EngineOptions::dspark_dir); 0: none
   uint64_t state_bytes_per_position = 0;  // KV/latent cache a position adds (with rewind snapshots)
   // A session's state is append-only (K2's latent cache): a rewind recomputes nothing. False
   // with a recurrent state (K3), where a rewind past its snapshots replays from the start.
@@ -155,6 +161,15 @@ struct EngineStats {
   std::vector<HostReport> hosts;    // a run on several hosts (mpirun): one per rank, rank 0 first; else empty
 };
 
+// A built-in drafter's guesses (Session::draft_block): tokens, and per guess the drafter's chance
+// that it is accepted given the guesses before it were (empty when it has no confidence head).
+struct BlockDraft {
+  std::vector<int32_t> tokens;
+  std::vector<double> confidence;
+};
+// Picks a guess from its logits [vocab] (the drafter's, for one position).
+using ChooseGuess = std::function<int32_t(std::span<const float> logits)>;
+
 // Bytes a session's engine has read from storage so far.
 struct StorageReads {
   uint64_t spine = 0;    // streamed spine units: once a pass, whatever its width
@@ -184,6 +199,14 @@ class Session {
   // save_state() of a session of the same engine at that position. Throws deltafin::Error (one
   // line) when the bytes do not fit this engine; the session is then unchanged.
   virtual void load_state(std::span<const int32_t> tokens, std::span<const std::byte> state) = 0;
+  // With a drafter built into the engine (EngineOptions::dspark_dir): up to k guesses of the
+  // tokens after `pending` (the next token, at position()), from this session's own passes; none
+  // when the engine has no such drafter or this session's passes did not cover every position
+  // (a state loaded by load_state). The session's state is unchanged.
+  virtual BlockDraft draft_block(int32_t pending, int k, const ChooseGuess& choose) {
+    (void)pending, (void)k, (void)choose;
+    return {};
+  }
 };
 
 class Engine {

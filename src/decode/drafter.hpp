@@ -6,6 +6,9 @@
 //           greedy when the target decodes greedily, else it samples from its own distribution
 //           under the same sampling transform and reports that distribution (q) for the
 //           rejection rule.
+//   dspark: Kimi K3's DSpark, built into the target's engine (EngineOptions::dspark_dir): a block
+//           of guesses in one drafter pass conditioned on the target's own hidden rows
+//           (Session::draft_block), with a confidence per guess; sampled like `model`.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +26,9 @@ namespace deltafin {
 struct Draft {
   std::vector<int32_t> tokens;          // d1..dk (k may be less than asked, or 0)
   std::vector<std::vector<double>> q;   // q_i over the vocabulary when sampled; empty: deterministic
+  // Per guess, the drafter's chance that it is accepted given the guesses before it were; empty:
+  // the drafter does not say.
+  std::vector<double> confidence;
 };
 
 class Drafter {
@@ -32,11 +38,17 @@ class Drafter {
   // context: every committed token (prompt and generated), the last one not yet scored by the
   // target. Returns at most k guesses of the tokens after it.
   virtual Draft propose(std::span<const int32_t> context, int k) = 0;
+  // The target session being decoded (a drafter that reads its passes keeps it); called before
+  // the first propose of a generation.
+  virtual void bind(Session& target) { (void)target; }
 };
 
 std::unique_ptr<Drafter> make_ngram_drafter();
 // `draft` must share the target's vocabulary. sampling: the target's sampling options (the draft
 // uses the same transform, with its own generator).
 std::unique_ptr<Drafter> make_model_drafter(std::unique_ptr<Engine> draft, const SamplerOptions& sampling);
+// The drafter built into the target's engine (EngineOptions::dspark_dir), for whichever session
+// it is bound to.
+std::unique_ptr<Drafter> make_builtin_drafter(const SamplerOptions& sampling);
 
 }  // namespace deltafin

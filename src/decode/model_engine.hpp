@@ -37,7 +37,9 @@
 
 #include "backend/backend.hpp"
 #include "decode/host_engine.hpp"
+#include "decode/drafter_memory.hpp"
 #include "decode/memory_plan.hpp"
+#include "model/dspark_model.hpp"
 #include "decode/state_fingerprint.hpp"
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
@@ -207,6 +209,16 @@ class ModelSession final : public Session {
     return F::save_state(model_, state_, position_);
   }
 
+  BlockDraft draft_block(int32_t pending, int k, const ChooseGuess& choose) override {
+    if constexpr (F::kBlockDrafter) {
+      BlockGuesses g = model_.draft_block(state_, pending, position_, k, choose);
+      return {std::move(g.tokens), std::move(g.confidence)};
+    } else {
+      (void)pending, (void)k, (void)choose;
+      return {};
+    }
+  }
+
   void load_state(std::span<const int32_t> tokens, std::span<const std::byte> state) override {
     const int64_t n = static_cast<int64_t>(tokens.size());
     F::load_state(model_, state_, n, state);  // checks the header before it changes anything
@@ -236,18 +248,19 @@ class ModelEngine final : public Engine {
   explicit ModelEngine(const EngineOptions& o)
       : options_(o),
         config_(F::load((std::filesystem::path(o.model_dir) / "config.json").string())),
+        drafter_memory_(F::drafter_memory(o, config_)),
         index_(WeightIndex::open(o.model_dir)),
         experts_(F::experts(*index_, config_)),
         backend_(open_backend(o)),
         reader_(open_reader(o, *index_, experts_, expert_source_)),
-        plan_(plan_memory(o,
-                          {F::bytes(config_), planned_state_bytes(config_, planned_positions(o, config_)),
+        plan_(plan_memory(with_reserved(o, drafter_memory_.weights),
+                          {bytes(), planned_state_bytes(planned_positions(o, config_)),
                            expert_slot_bytes(*reader_, experts_), all_experts_bytes(*reader_, experts_), F::top_k(config_),
                            pass_positions_wanted(o, config_)},
                           backend_->memory_pools(), memory_source_, device_memory_source_)),
         store_(*backend_, *index_, experts_, *reader_, plan_.experts),
         stream_(plan_.spine_streamed
-                    ? std::make_unique<SpineStream>(*backend_, *index_, *reader_, stream_plan(plan_, F::bytes(config_)))
+                    ? std::make_unique<SpineStream>(*backend_, *index_, *reader_, stream_plan(plan_, bytes()))
                     : nullptr),
         model_(*index_, config_, *backend_, store_, stream_.get()) {
     summary_.architecture = F::name(config_);
@@ -256,9 +269,9 @@ class ModelEngine final : public Engine {
     summary_.eos_token_id = F::eos(config_);
     summary_.context_length = F::context(config_);
     summary_.spine_bytes = model_.spine_bytes() - (stream_ ? stream_->streamed_bytes() : 0);  // resident
-    summary_.state_bytes_per_position = planned_state_bytes(config_, 1) - planned_state_bytes(config_, 0);
+    summary_.state_bytes_per_position = planned_state_bytes(1) - planned_state_bytes(0);
     summary_.append_only_state = !F::kRecurrent;
-    summary_.planned_state_bytes = planned_state_bytes(config_, planned_positions(o, config_));
+    summary_.planned_state_bytes = planned_state_bytes(planned_positions(o, config_));
     summary_.routed_expert_bytes = store_.total_expert_bytes();
     for (int64_t l = 0; l < experts_.layers(); ++l) summary_.moe_layers += experts_.has(l) ? 1 : 0;
     summarize_plan();
@@ -276,6 +289,7 @@ class ModelEngine final : public Engine {
       model_.set_routing_recorder(recorder_.get());
     }
     warn_unused_tensors(*index_, config_.num_hidden_layers, config_.num_nextn_predict_layers);
+    if (!o.dspark_dir.empty()) attach_drafter(o.dspark_dir);
   }
 
   ~ModelEngine() override {
@@ -298,12 +312,16 @@ class ModelEngine final : public Engine {
   }
   // The latent cache for `positions`, and the recurrent state once for the live state and (K3)
   // once per snapshot kept for rewinds.
-  static uint64_t planned_state_bytes(const typename F::Config& c, int64_t positions) {
-    return deltafin::planned_state_bytes(F::bytes(c), positions);
+  uint64_t planned_state_bytes(int64_t positions) const { return deltafin::planned_state_bytes(bytes(), positions); }
+  // The model's bytes, a built-in drafter's per-position state and pass rows included.
+  ModelBytes bytes() const { return with_drafter(F::bytes(config_), drafter_memory_); }
+  static EngineOptions with_reserved(EngineOptions o, uint64_t bytes) {
+    o.reserved_bytes += bytes;
+    return o;
   }
 
   std::unique_ptr<Session> new_session() override {
-    const int64_t all_logits = F::bytes(config_).activations.positions_within(plan_.pass_activations, plan_.pass_positions, true);
+    const int64_t all_logits = bytes().activations.positions_within(plan_.pass_activations, plan_.pass_positions, true);
     return std::make_unique<ModelSession<F>>(model_, store_, stream_.get(), plan_.pass_positions, all_logits);
   }
 
@@ -337,9 +355,25 @@ class ModelEngine final : public Engine {
     return out;
   }
 
+  // DSpark (--draft dspark), which shares the target's embedding and lm_head: off, with a
+  // warning, when the plan streams them (a drafter pass would read them again out of turn).
+  void attach_drafter(const std::string& dir) {
+    if constexpr (F::kBlockDrafter) {
+      const size_t head = plan_.resident.size() - 1;
+      if (!plan_.resident[0] || !plan_.resident[head]) {
+        spdlog::warn("--draft dspark: the memory plan streams the target's embedding or lm_head, which the drafter "
+                     "shares; drafting is off (raise --memory-gb to keep them resident)");
+        return;
+      }
+      drafter_ = std::make_unique<DSparkModel>(dir, load_dspark_config(dir), *backend_, model_.embedding(), model_.lm_head());
+      model_.set_drafter(drafter_.get());
+      summary_.drafter_bytes = drafter_->bytes();
+    }
+  }
+
   // The plan's figures in the summary (what the receipt prints).
   void summarize_plan() {
-    const ModelBytes b = F::bytes(config_);
+    const ModelBytes b = bytes();
     summary_.memory_budget = plan_.two_pools ? plan_.host_budget : plan_.budget;
     summary_.memory_source = memory_source_;
     if (plan_.two_pools) {
@@ -373,6 +407,7 @@ class ModelEngine final : public Engine {
  private:
   EngineOptions options_;
   typename F::Config config_;
+  DrafterMemory drafter_memory_;  // a built-in drafter's share of the plan (none: all 0)
   std::unique_ptr<WeightIndex> index_;
   ExpertTable experts_;
   std::unique_ptr<Backend> backend_;
@@ -385,6 +420,7 @@ class ModelEngine final : public Engine {
   typename F::Model model_;
   std::unique_ptr<hosts::HostExperts> hosts_;  // a run on several hosts: who runs the routed experts
   std::unique_ptr<RoutingRecorder> recorder_;  // --record-routing
+  std::unique_ptr<DSparkModel> drafter_;       // --draft dspark (model_ holds a pointer: declared after it)
   ModelSummary summary_;
 };
 

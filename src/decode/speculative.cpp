@@ -57,7 +57,9 @@ std::vector<int32_t> verify_drafts(const Draft& draft, std::span<const float> lo
 SpeculativeDecoder::SpeculativeDecoder(Session& target, Drafter* drafter, Sampler& sampler, int64_t vocab,
                                        const SpeculativeOptions& o)
     : target_(target), drafter_(drafter), sampler_(sampler), vocab_(vocab), options_(o),
-      pass_seconds_(static_cast<size_t>(std::max(o.max_k, 0)) + 2, 0.0) {}
+      pass_seconds_(static_cast<size_t>(std::max(o.max_k, 0)) + 2, 0.0) {
+  if (drafter_) drafter_->bind(target_);
+}
 
 double SpeculativeDecoder::pass_seconds(int positions) const {
   // t(n) = t(1) + (n - 1) * slope, the slope averaged over every measured wider pass, so one

@@ -55,8 +55,18 @@ MlaWeights load_mla(SpineLoader& loader, const std::string& p, const MlaSpec& sp
   return w;
 }
 
+void write_latent(Backend& backend, const MlaSpec& spec, const MlaWeights& w, LatentKvCache& cache, int64_t layer,
+                  const Tensor& ckv, int64_t start) {
+  const MlaShape& s = spec.shape;
+  const int64_t n = ckv.rows;
+  const Tensor c = cache.c(layer).row_range(start, n), pe = cache.pe(layer).row_range(start, n);
+  backend.rmsnorm(ckv.col_range(0, s.kv_lora), w.kv_a_norm.tensor, spec.norm_eps, c);
+  backend.copy(ckv.col_range(s.kv_lora, s.rope), pe);
+  if (spec.inv_freq) backend.rope(pe, 1, s.rope, 0, *spec.inv_freq, spec.attention_factor, start);
+}
+
 void run_mla(Backend& backend, Scratch& scratch, const MlaSpec& spec, const MlaWeights& w, LatentKvCache& cache,
-             int64_t layer, const Tensor& x, int64_t start, const Tensor& out) {
+             int64_t layer, const Tensor& x, int64_t start, const Tensor& out, int64_t visible) {
   const MlaShape& s = spec.shape;
   const int64_t n = x.rows, qk = s.nope + s.rope;
   const Tensor q = scratch.take(n, s.heads * qk);  // [n, heads * (nope + rope)]
@@ -71,15 +81,16 @@ void run_mla(Backend& backend, Scratch& scratch, const MlaSpec& spec, const MlaW
   // The new cache rows: the normalised latent and the shared key part.
   const Tensor ckv = scratch.take(n, s.kv_lora + s.rope);  // [n, kv_lora + rope]
   backend.matmul(w.kv_a.weight, x, ckv);
-  const Tensor c = cache.c(layer).row_range(start, n), pe = cache.pe(layer).row_range(start, n);
-  backend.rmsnorm(ckv.col_range(0, s.kv_lora), w.kv_a_norm.tensor, spec.norm_eps, c);
-  backend.copy(ckv.col_range(s.kv_lora, s.rope), pe);
-  if (spec.inv_freq) {
-    backend.rope(pe, 1, s.rope, 0, *spec.inv_freq, spec.attention_factor, start);
-    backend.rope(q, s.heads, qk, s.nope, *spec.inv_freq, spec.attention_factor, start);
-  }
+  write_latent(backend, spec, w, cache, layer, ckv, start);
+  if (spec.inv_freq) backend.rope(q, s.heads, qk, s.nope, *spec.inv_freq, spec.attention_factor, start);
   const Tensor attn = scratch.take(n, s.heads * s.v);  // [n, heads * v]
-  backend.mla_attention(s, w.kv_b.weight, q, cache.c(layer), cache.pe(layer), start, attn);
+  if (visible <= 0) {
+    backend.mla_attention(s, w.kv_b.weight, q, cache.c(layer), cache.pe(layer), start, attn);
+  } else {  // every row over rows [0, visible): one query at a time, as if it sat at position visible - 1
+    for (int64_t i = 0; i < n; ++i)
+      backend.mla_attention(s, w.kv_b.weight, q.row_range(i, 1), cache.c(layer), cache.pe(layer), visible - 1,
+                            attn.row_range(i, 1));
+  }
   if (spec.output_gate) {
     const Tensor gate = scratch.take(n, s.heads * s.v);
     backend.matmul(w.g.weight, x, gate);

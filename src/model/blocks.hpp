@@ -49,8 +49,14 @@ struct MlaWeights {
 };
 
 MlaWeights load_mla(SpineLoader& loader, const std::string& prefix, const MlaSpec& spec);
-// Appends positions [start, start + n) to the cache's `layer` and attends over it.
+// Appends positions [start, start + n) to the cache's `layer` and attends over it: causally
+// (row i over rows [0, start + i]), or with `visible` > 0 every row over rows [0, visible) (a
+// drafter's non-causal block).
 void run_mla(Backend& backend, Scratch& scratch, const MlaSpec& spec, const MlaWeights& w, LatentKvCache& cache,
-             int64_t layer, const Tensor& x, int64_t start, const Tensor& out);
+             int64_t layer, const Tensor& x, int64_t start, const Tensor& out, int64_t visible = 0);
+// Rows [start, start + n) of the cache's `layer` from kv_a's output ckv [n, kv_lora + rope]: the
+// latent normalised by kv_a_layernorm, the shared key part rotated at its positions.
+void write_latent(Backend& backend, const MlaSpec& spec, const MlaWeights& w, LatentKvCache& cache, int64_t layer,
+                  const Tensor& ckv, int64_t start);
 
 }  // namespace deltafin

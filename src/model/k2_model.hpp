@@ -17,7 +17,11 @@
 #include <string>
 #include <vector>
 
+#include <deltafin/engine.hpp>
+
 #include "backend/backend.hpp"
+#include "decode/drafter_memory.hpp"
+#include "util/error.hpp"
 #include "backend/scratch.hpp"
 #include "io/expert_store.hpp"
 #include "model/blocks.hpp"
@@ -105,6 +109,12 @@ struct K2Traits {
   using Model = K2Model;
   using State = LatentKvCache;
   static constexpr bool kRecurrent = false;
+  static constexpr bool kBlockDrafter = false;
+  static DrafterMemory drafter_memory(const EngineOptions& o, const Config& c) {
+    if (!o.dspark_dir.empty())
+      fail("--draft dspark: DSpark drafts for Kimi K3; {} is {} (use --draft model or ngram)", o.model_dir, name(c));
+    return {};
+  }
   static Config load(const std::string& path) { return load_model_config(path); }
   static ExpertTable experts(const WeightIndex& index, const Config& c) { return k2_expert_table(index, c); }
   static State new_state(const Model& m) { return m.new_cache(); }

@@ -119,7 +119,13 @@ K3State K3Model::new_state() const {
   K3State s{LatentKvCache(backend_, c.num_hidden_layers, c.kv_lora_rank, c.qk_rope_head_dim, c.is_mla),
             backend_.allocate(recurrent_bytes_)};
   restore_recurrent(s, nullptr);
+  if (drafter_) s.draft = std::make_unique<DSparkState>(drafter_->new_state());
   return s;
+}
+
+BlockGuesses K3Model::draft_block(K3State& state, int32_t anchor, int64_t pos, int k, const ChooseToken& choose) {
+  if (!drafter_ || !state.draft) return {};
+  return drafter_->draft(*state.draft, anchor, pos, k, choose);
 }
 
 std::unique_ptr<Buffer> K3Model::save_recurrent(const K3State& state) const {
@@ -158,6 +164,7 @@ void K3Model::load_state(K3State& state, int64_t positions, std::span<const std:
   const uint64_t rows = payload.size() - recurrent_bytes_;
   state.mla.load_rows(positions, payload.data());
   if (recurrent_bytes_ > 0) backend_.upload(payload.data() + rows, *state.recurrent, 0, recurrent_bytes_);
+  if (state.draft) state.draft->context_end = 0;  // no pass covered these positions: the drafter has no context
 }
 
 void K3Model::kda(int64_t layer, K3State& state, const Tensor& x, const Tensor& out) {
@@ -240,6 +247,9 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   size_t sealed = 0;
   const Tensor partial = scratch_.take(n, h), mixed = scratch_.take(n, h), normed = scratch_.take(n, h),
                delta = scratch_.take(n, h);  // [n, hidden]
+  // A drafter's rows: the outputs of its target layers, side by side [n, layers * hidden].
+  const std::vector<int64_t>* captured = drafter_ && state.draft ? &drafter_->config().target_layer_ids : nullptr;
+  const Tensor capture = captured ? scratch_.take(n, h * static_cast<int64_t>(captured->size())) : Tensor{};
   enter_unit(stream_, 0, stats_);
   backend_.embed(embed_.weight, ids, partial);
   observe(0, partial);
@@ -266,6 +276,9 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
     else run_mlp(backend_, scratch_, L.dense, situ_, normed, delta);
     backend_.add(partial, delta, partial);
     observe(l + 1, partial);
+    if (captured)
+      for (size_t j = 0; j < captured->size(); ++j)
+        if ((*captured)[j] == l) backend_.copy(partial, capture.col_range(static_cast<int64_t>(j) * h, h));
     scratch_.release(frame);
   }
   enter_unit(stream_, c.num_hidden_layers + 1, stats_);
@@ -274,6 +287,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   backend_.rmsnorm(mixed, final_norm_.tensor, c.rms_norm_eps, normed);
   observe(c.num_hidden_layers + 2, normed);
   project_logits(backend_, scratch_, lm_head_.weight, normed, all_logits, logits);
+  if (captured) drafter_->add_context(*state.draft, capture, start);
   ++stats_.passes;
   stats_.positions += n;
   stats_.scratch_peak = scratch_.peak();

@@ -17,6 +17,8 @@ namespace {
 using simdjson::dom::element;
 using simdjson::dom::object;
 
+}  // namespace
+
 RopeConfig read_rope(const ConfigReader& cfg, const std::string& path) {
   RopeConfig rope;
   object params;
@@ -39,6 +41,8 @@ RopeConfig read_rope(const ConfigReader& cfg, const std::string& path) {
   rope.mscale_all_dim = p.number("mscale_all_dim", 0.0f);
   return rope;
 }
+
+namespace {
 
 void check_positive(const ModelConfig& c, const char* name, int64_t value) {
   if (value <= 0) fail("{}: field '{}' must be positive (got {})", c.path, name, value);

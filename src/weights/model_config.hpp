@@ -70,6 +70,11 @@ struct ModelConfig {
 // Reads and validates `path`. Throws deltafin::Error naming the file and the field.
 ModelConfig load_model_config(const std::string& path);
 
+class ConfigReader;
+// The rotary settings of a config object: `rope_parameters` (v5) or `rope_scaling` + `rope_theta`
+// (v4); DSpark's drafter config reads its own with it.
+RopeConfig read_rope(const ConfigReader& cfg, const std::string& path);
+
 // Parses config text (used by load_model_config and by tests/fuzzers).
 ModelConfig parse_model_config(const std::string& json, const std::string& path);
 

@@ -1,0 +1,21 @@
+// A built-in drafter's share of the memory plan (see drafter_memory.hpp).
+#include "decode/drafter_memory.hpp"
+
+namespace deltafin {
+
+DrafterMemory dspark_memory(const DSparkConfig& c) {
+  DrafterMemory m;
+  m.weights = c.weight_bytes();
+  m.state_per_position = c.state_bytes_per_position();
+  // fp32: the captured rows [layers * target hidden], the context vector [hidden], kv_a's output.
+  m.pass_per_position = 4 * static_cast<uint64_t>(c.target_hidden_size * static_cast<int64_t>(c.target_layer_ids.size()) +
+                                                  c.hidden_size + c.kv_width()) + 3 * 256;
+  return m;
+}
+
+ModelBytes with_drafter(ModelBytes bytes, const DrafterMemory& drafter) {
+  bytes.activations.pass_per_position += drafter.pass_per_position;
+  return bytes;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,23 @@
+// What a drafter built into the target's engine (DSpark, EngineOptions::dspark_dir) adds to the
+// one memory budget: its weights for the engine's life, its latent cache per position, and per
+// position of a target pass the hidden rows captured for it and its context projection.
+#pragma once
+
+#include <cstdint>
+
+#include "weights/dspark_config.hpp"
+#include "weights/model_size.hpp"
+
+namespace deltafin {
+
+struct DrafterMemory {
+  uint64_t weights = 0;
+  uint64_t state_per_position = 0;
+  uint64_t pass_per_position = 0;
+};
+
+DrafterMemory dspark_memory(const DSparkConfig& config);
+// The target's bytes with the drafter's per-pass rows in its activations.
+ModelBytes with_drafter(ModelBytes bytes, const DrafterMemory& drafter);
+
+}  // namespace deltafin

@@ -268,7 +268,8 @@ def silu(x):
 
 
 def mlp(w, p, h):
-    return (silu(h @ w[f"{p}.mlp.gate_proj.weight"].T) * (h @ w[f"{p}.mlp.up_proj.weight"].T)) @ w[f"{p}.mlp.down_proj.weight"].T
+    gate, up = h @ w[f"{p}.mlp.gate_proj.weight"].T, h @ w[f"{p}.mlp.up_proj.weight"].T
+    return (silu(gate) * up) @ w[f"{p}.mlp.down_proj.weight"].T
 
 
 def heads_of(cfg):

@@ -25,7 +25,8 @@ The semantics are written from the public serving code (vLLM; paths and commits 
     and softmax scale (nope + rope)^-0.5 x mscale(f, mscale_all_dim)^2.
 The math uses the stored (BF16-rounded) weights. A second, position-by-position implementation
 (absorbed MLA in latent space, complex-number RoPE, online softmax over keys one at a time)
-must agree to 1e-10.
+must agree to 1e-10. A discrimination table (VARIANTS) records how far each plausible misreading
+(neox RoPE, no YaRN, causal block, layer input rows, ...) moves the goldens.
 
 Outputs in OUT_DIR (default tests/fixtures/k3_tiny_dspark): config.json, model.safetensors,
 golden.json, logits.npy [anchors, k, vocab] (Markov-biased, along the greedy path),
@@ -434,7 +435,7 @@ def top2_margin(row):
 
 
 def run_set(cfg, w, ctx, embed, lm_head, tokens, anchors, k):
-    out = {"logits": [], "base": [], "conf": [], "drafts": [], "margins": [], "flips": 0, "y": []}
+    out = {"logits": [], "base": [], "conf": [], "drafts": [], "margins": [], "flips": 0}
     for a in anchors:
         base, y = draft_block(cfg, w, ctx, embed, lm_head, tokens, a, k)
         logits, drafts, conf = markov_walk(w, base, y, tokens[a])

@@ -21,7 +21,7 @@ DSparkModel::DSparkModel(const std::string& dir, const DSparkConfig& config, Bac
   const DSparkConfig& c = config_;
   const ModelConfig& a = c.attention;
   const int64_t h = c.hidden_size;
-  const std::unique_ptr<WeightIndex> index = WeightIndex::open(dir);
+  const std::unique_ptr<WeightIndex> index = WeightIndex::open(dir, "context_proj.weight");
   SpineLoader load(backend, *index);
   const Rope rope(a);
   inv_freq_ = load.upload(rope.inv_freq());

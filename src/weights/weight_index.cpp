@@ -21,7 +21,7 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-std::unique_ptr<WeightIndex> WeightIndex::open(const std::string& dir) {
+std::unique_ptr<WeightIndex> WeightIndex::open(const std::string& dir, const std::string& anchor) {
   std::unique_ptr<WeightIndex> index(new WeightIndex());
   index->dir_ = dir;
   if (!fs::is_directory(dir)) fail("{}: not a model directory", dir);
@@ -38,7 +38,7 @@ std::unique_ptr<WeightIndex> WeightIndex::open(const std::string& dir) {
   } else {
     fail("{}: no model.safetensors or model.safetensors.index.json", dir);
   }
-  index->detect_prefix();
+  index->detect_prefix(anchor);
   return index;
 }
 
@@ -75,15 +75,14 @@ void WeightIndex::index_sharded(const std::string& index_path) {
   }
 }
 
-void WeightIndex::detect_prefix() {
-  const std::string anchor = "model.embed_tokens.weight";
+void WeightIndex::detect_prefix(const std::string& anchor) {
   for (const auto& [name, ref] : tensors_) {
     if (name.size() >= anchor.size() && name.compare(name.size() - anchor.size(), anchor.size(), anchor) == 0) {
       prefix_ = name.substr(0, name.size() - anchor.size());
       return;
     }
   }
-  fail("{}: tensor 'model.embed_tokens.weight' is missing", dir_);
+  fail("{}: tensor '{}' is missing", dir_, anchor);
 }
 
 std::string WeightIndex::where(const std::string& name) const {

@@ -41,7 +41,8 @@ struct MatrixRef {
 class WeightIndex {
  public:
   // Opens a model directory's shards; throws deltafin::Error naming the file and tensor on bad input.
-  static std::unique_ptr<WeightIndex> open(const std::string& dir);
+  // The names' root prefix is what stands before `anchor`, a tensor every such checkpoint has.
+  static std::unique_ptr<WeightIndex> open(const std::string& dir, const std::string& anchor = "model.embed_tokens.weight");
 
   const std::string& dir() const { return dir_; }
   const std::string& prefix() const { return prefix_; }
@@ -78,7 +79,7 @@ class WeightIndex {
   WeightIndex() = default;
   int add_shard(const std::string& filename);
   void index_sharded(const std::string& index_path);
-  void detect_prefix();
+  void detect_prefix(const std::string& anchor);
   std::string where(const std::string& name) const;  // "file: tensor 'full.name'"
   MatrixRef block_fp8(MatrixRef m, const std::string& name) const;
   MatrixRef packed(MatrixRef m, const std::string& base) const;

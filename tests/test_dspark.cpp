@@ -217,3 +217,34 @@ TEST_CASE("A DSpark drafter that does not fit its target is refused in one line"
   CHECK_THROWS_WITH(Engine::open(o), Catch::Contains("DSpark drafts for Kimi K3"));
   std::filesystem::remove_all(draft);
 }
+
+TEST_CASE("Sampled decoding with DSpark drafts draws from the target's distribution (k3_tiny, 3,000 draws)", "[dspark][speculative]") {
+  auto engine = open_with_dspark("k3_tiny", test::fixture("k3_tiny_dspark"), 1);
+  const SamplerOptions sampling{1.0f, 8, 1.0f, 0.0f, 9};  // temperature 1, top-k 8
+  Sampler sampler(sampling);
+  auto drafter = make_builtin_drafter(sampling);
+  auto session = engine->new_session();
+  const std::vector<int32_t> prompt{225, 107, 129, 197, 181, 172};
+  const int64_t vocab = engine->summary().vocab_size;
+  session->append(prompt, false);
+  const int32_t pending = 316;
+  const int64_t start = session->position();
+  const std::vector<double> p = sampler.distribution(session->append(std::vector<int32_t>{pending}, false));
+  session->rewind(start);
+  std::vector<int32_t> context = prompt;
+  context.push_back(pending);
+  SpeculativeDecoder decoder(*session, drafter.get(), sampler, vocab, {3, false});
+  const uint64_t draws = 3000;
+  std::vector<uint64_t> counts(vocab, 0);
+  for (uint64_t i = 0; i < draws; ++i) {
+    ++counts[decoder.step(context).front()];
+    session->rewind(start);
+  }
+  int support = 0;
+  for (double v : p) support += v > 0;
+  const SpeculativeStats& s = decoder.stats();
+  INFO("chi-square " << test::chi_square(counts, p, draws) << " over " << support << " tokens; DSpark accepted "
+                     << s.accepted << " of " << s.drafted);
+  CHECK(s.drafted > 0);
+  CHECK(test::chi_square(counts, p, draws) < test::chi_square_limit(support - 1));
+}

@@ -108,25 +108,6 @@ void check_identical(const std::string& target_dir, const std::string& draft_dir
   CHECK(total_random.accepted < total_random.drafted);
 }
 
-double chi_square(const std::vector<uint64_t>& counts, const std::vector<double>& p, uint64_t draws) {
-  double chi = 0;
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (p[i] <= 0) {
-      REQUIRE(counts[i] == 0);  // never drawn where the target puts no mass
-      continue;
-    }
-    const double expected = p[i] * static_cast<double>(draws);
-    chi += (counts[i] - expected) * (counts[i] - expected) / expected;
-  }
-  return chi;
-}
-
-// Upper 0.1% point of chi-square with df degrees of freedom (Wilson-Hilferty).
-double chi_square_limit(int df) {
-  const double z = 3.090, h = 2.0 / (9.0 * df);
-  return df * std::pow(1 - h + z * std::sqrt(h), 3);
-}
-
 }  // namespace
 
 // The same checks on the 10 quick prompts (default suite) and on all 50 ([slow]).
@@ -190,8 +171,8 @@ TEST_CASE("rejection rule keeps the target distribution (synthetic p and q, chi-
       }
       ++counts[verify_drafts(d, logits, 6, sampler).front()];
     }
-    INFO((deterministic ? "one-hot q" : "sampled q") << ": chi-square " << chi_square(counts, p, draws));
-    CHECK(chi_square(counts, p, draws) < chi_square_limit(5));
+    INFO((deterministic ? "one-hot q" : "sampled q") << ": chi-square " << test::chi_square(counts, p, draws));
+    CHECK(test::chi_square(counts, p, draws) < test::chi_square_limit(5));
   }
 }
 
@@ -224,11 +205,11 @@ void check_sampled_distribution(uint64_t draws) {
   int support = 0;
   for (double v : p) support += v > 0;
   const SpeculativeStats& s = decoder.stats();
-  INFO("chi-square " << chi_square(counts, p, draws) << " over " << support << " tokens; draft accepted " << s.accepted
+  INFO("chi-square " << test::chi_square(counts, p, draws) << " over " << support << " tokens; draft accepted " << s.accepted
                      << " of " << s.drafted);
   CHECK(s.accepted > 0);
   CHECK(s.accepted < s.drafted);
-  CHECK(chi_square(counts, p, draws) < chi_square_limit(support - 1));
+  CHECK(test::chi_square(counts, p, draws) < test::chi_square_limit(support - 1));
 }
 
 TEST_CASE("prompt lookup proposes what followed the latest earlier match", "[speculative]") {

@@ -210,4 +210,25 @@ inline void expect_model_error(const ScratchModel& m, const std::vector<std::str
   CHECK(!std::filesystem::exists(m.dir / "out.npy"));
 }
 
+// Pearson's chi-square of `counts` (draws in all) against probabilities p; a token drawn where p
+// is 0 fails the test.
+inline double chi_square(const std::vector<uint64_t>& counts, const std::vector<double>& p, uint64_t draws) {
+  double chi = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] <= 0) {
+      REQUIRE(counts[i] == 0);  // never drawn where the target puts no mass
+      continue;
+    }
+    const double expected = p[i] * static_cast<double>(draws);
+    chi += (counts[i] - expected) * (counts[i] - expected) / expected;
+  }
+  return chi;
+}
+
+// Upper 0.1% point of chi-square with df degrees of freedom (Wilson-Hilferty).
+inline double chi_square_limit(int df) {
+  const double z = 3.090, h = 2.0 / (9.0 * df);
+  return df * std::pow(1 - h + z * std::sqrt(h), 3);
+}
+
 }  // namespace deltafin::test

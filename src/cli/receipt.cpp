@@ -46,7 +46,9 @@ std::string answer_line(const RunReport& r) {
 // Speculation in words: what the drafter guessed and what it bought, or why it guessed nothing.
 std::string draft_line(const RunReport& r) {
   const SpeculativeStats& sp = r.speculative;
-  const std::string who = r.drafter.starts_with("model") ? "the draft model" : "prompt lookup (--draft ngram)";
+  const std::string who = r.drafter.starts_with("model") ? "the draft model"
+                          : r.drafter == "dspark"        ? "DSpark (--draft dspark)"
+                                                         : "prompt lookup (--draft ngram)";
   if (sp.drafted > 0) {
     std::string text = fmt::format("{} guessed {}, {} accepted: {} tokens per pass of the model", who,
                                    tokens(static_cast<int64_t>(sp.drafted)), sp.accepted,
@@ -95,6 +97,7 @@ std::string memory_line(const ModelSummary& m) {
   std::string text = fmt::format("peak {}, budget {} ({}): ", human_bytes(peak), human_bytes(m.memory_budget),
                                  m.memory_source);
   text += peak <= m.memory_budget ? "held" : "exceeded by " + human_bytes(peak - m.memory_budget);
+  if (m.drafter_bytes > 0) text += fmt::format("; the DSpark drafter holds {} of weights in it", human_bytes(m.drafter_bytes));
   if (m.spine_streamed_bytes > 0)
     text += fmt::format("; {} of the weights did not fit and stream from disk every pass", human_bytes(m.spine_streamed_bytes));
   return text;

@@ -15,6 +15,7 @@ DrafterMemory dspark_memory(const DSparkConfig& c) {
 
 ModelBytes with_drafter(ModelBytes bytes, const DrafterMemory& drafter) {
   bytes.activations.pass_per_position += drafter.pass_per_position;
+  bytes.kv_per_position += drafter.state_per_position;
   return bytes;
 }
 

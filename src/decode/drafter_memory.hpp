@@ -17,7 +17,8 @@ struct DrafterMemory {
 };
 
 DrafterMemory dspark_memory(const DSparkConfig& config);
-// The target's bytes with the drafter's per-pass rows in its activations.
+// The target's bytes with the drafter's latent cache in its state and its per-pass rows in its
+// activations.
 ModelBytes with_drafter(ModelBytes bytes, const DrafterMemory& drafter);
 
 }  // namespace deltafin

@@ -11,10 +11,10 @@ cd "$(dirname "$0")/.."
 out=${1:-.gpuhost/bundle}
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DDELTAFIN_CUDA=ON -DDELTAFIN_MPI=OFF -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
-cmake --build build-cuda --target deltafin deltafin_tests kernel_bench cuda_expert_bench
+cmake --build build-cuda --target deltafin deltafin_tests kernel_bench cuda_expert_bench dspark_bench
 [ -d build/text-ref ] || { echo "build/text-ref is missing: run scripts/test.sh once first" >&2; exit 1; }
 rm -rf "$out" && mkdir -p "$out/lib"
-cp build-cuda/deltafin build-cuda/kernel_bench build-cuda/cuda_expert_bench build-cuda/tests/deltafin_tests "$out/"
+cp build-cuda/deltafin build-cuda/kernel_bench build-cuda/cuda_expert_bench build-cuda/dspark_bench build-cuda/tests/deltafin_tests "$out/"
 cp -r build/text-ref "$out/"
 # Every shared library of these packages the binaries load (the GPU machine has libc, libstdc++,
 # libgcc, OpenSSL, zlib and the CUDA driver).

@@ -46,10 +46,11 @@ struct EngineOptions {
   double io_piece_mb = 1.0;    // records are read in concurrent pieces of this size
   bool lookahead = false;      // prefetch the next layer's likely experts (router lookahead)
   bool record_routing = false; // keep a routing trace of every pass (Engine::routing_trace)
-  // A drafter built into the engine (--draft dspark --draft-model DIR): Kimi K3's DSpark, which
-  // reads the target's hidden rows of every pass (Session::draft_block). Its weights, latent
-  // cache and captured rows are in the memory budget. "": none.
+  // A drafter built into the engine (--draft dspark|eagle3 --draft-model DIR): Kimi K3's DSpark or
+  // an EAGLE-3 head, which read the target's hidden rows of every pass (Session::draft_block).
+  // Their weights, latent cache and captured rows are in the memory budget. "": none (at most one).
   std::string dspark_dir;
+  std::string eagle3_dir;
   // Memory planning (compared with what the machine has free at open): the positions the caller
   // means to reach (prompt + new tokens), whose KV cache and state are counted; and bytes held
   // back for others in the process (a draft model's expert share). Positions are counted up to the
@@ -70,7 +71,7 @@ struct ModelSummary {
   int64_t eos_token_id = -1;
   int64_t context_length = 0;   // max_position_embeddings; 0: not stated
   uint64_t spine_bytes = 0;     // resident weights (streamed spine units not counted)
-  uint64_t drafter_bytes = 0;   // a built-in drafter's weights (EngineOptions::dspark_dir); 0: none
+  uint64_t drafter_bytes = 0;   // a built-in drafter's weights (EngineOptions::dspark_dir, eagle3_dir); 0: none
   uint64_t state_bytes_per_position = 0;  // KV/latent cache a position adds (with rewind snapshots)
   // A session's state is append-only (K2's latent cache): a rewind recomputes nothing. False
   // with a recurrent state (K3), where a rewind past its snapshots replays from the start.

@@ -266,9 +266,9 @@ Command register_run(CLI::App& app) {
   sub->add_flag("--ids", f->ids, "Print generated token ids, space-separated, on one line");
   sub->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-sequence or end-of-turn tokens");
   sub->add_option("--draft", f->draft,
-                  "Speculative drafter: auto (the bundled draft for the bundled model), off, model, ngram, dspark (Kimi K3's DSpark)")
+                  "Speculative drafter: auto (the bundled draft for the bundled model), off, model, ngram, dspark (Kimi K3's DSpark), eagle3 (an EAGLE-3 head for K3)")
       ->capture_default_str();
-  sub->add_option("--draft-model", f->draft_model, "Draft model directory (shares the target's tokenizer), or the DSpark drafter's with --draft dspark");
+  sub->add_option("--draft-model", f->draft_model, "Draft model directory (shares the target's tokenizer), or the DSpark drafter's / EAGLE-3 head's with --draft dspark / eagle3");
   sub->add_option("--draft-k", f->speculative.max_k, "Most guesses per target pass")->capture_default_str();
   sub->add_flag_callback("--no-adaptive", [f] { f->speculative.adaptive = false; },
                          "Always draft --draft-k guesses (no cost model)");

@@ -164,8 +164,8 @@ Command register_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--no-session-reuse", f->no_session_reuse, "Prefill every prompt from the start (no prefix kept between requests)");
   add_prefix_cache_flags(*sub, f->prefix_cache);
-  sub->add_option("--draft", f->draft, "Speculative drafter for greedy requests: auto, off, model, ngram, dspark")->capture_default_str();
-  sub->add_option("--draft-model", f->draft_model, "Draft model directory (shares the target's tokenizer), or the DSpark drafter's with --draft dspark");
+  sub->add_option("--draft", f->draft, "Speculative drafter for greedy requests: auto, off, model, ngram, dspark, eagle3")->capture_default_str();
+  sub->add_option("--draft-model", f->draft_model, "Draft model directory (shares the target's tokenizer), or the DSpark drafter's / EAGLE-3 head's with --draft dspark / eagle3");
   sub->add_option("--draft-k", f->speculative.max_k, "Most guesses per target pass")->capture_default_str();
   sub->add_flag_callback("--no-adaptive", [f] { f->speculative.adaptive = false; },
                          "Always draft --draft-k guesses (no cost model)");

@@ -9,14 +9,15 @@ namespace deltafin::cli {
 namespace {
 
 // The drafter --draft asks for: auto = the bundled draft when the bundled model is the target
-// (or --draft-model when given), else none. Returns "off", "ngram", "model" or "dspark" (dir set).
+// (or --draft-model when given), else none. Returns "off", "ngram", "model", "dspark" or "eagle3"
+// (dir set).
 std::string drafter_kind(const EngineOptions& engine, const std::string& draft, const std::string& draft_model,
                          int max_k, std::string& dir) {
   namespace fs = std::filesystem;
   std::string kind = draft;
   dir = draft_model;
-  if (kind != "auto" && kind != "off" && kind != "model" && kind != "ngram" && kind != "dspark")
-    fail("--draft: expected auto, off, model, ngram or dspark (got '{}')", kind);
+  if (kind != "auto" && kind != "off" && kind != "model" && kind != "ngram" && kind != "dspark" && kind != "eagle3")
+    fail("--draft: expected auto, off, model, ngram, dspark or eagle3 (got '{}')", kind);
   if (kind == "auto") {
     const fs::path target_dir = fs::weakly_canonical(engine.model_dir);
     const fs::path bundled = target_dir.parent_path() / "default-draft";
@@ -24,13 +25,13 @@ std::string drafter_kind(const EngineOptions& engine, const std::string& draft, 
     kind = dir.empty() ? "off" : "model";
   }
   if (max_k == 0) return "off";
-  if ((kind == "model" || kind == "dspark") && dir.empty()) fail("--draft {} needs --draft-model DIR", kind);
+  if ((kind == "model" || kind == "dspark" || kind == "eagle3") && dir.empty()) fail("--draft {} needs --draft-model DIR", kind);
   return kind;
 }
 
 }  // namespace
 
-// DSpark is built into the target's engine (EngineOptions::dspark_dir), which counts it in its
+// DSpark and EAGLE-3 are built into the target's engine (EngineOptions::dspark_dir, eagle3_dir), which counts them in its
 // plan. A draft model (when asked) is opened first and takes a quarter of the expert share (at most what
 // all its experts take; a dense draft takes nothing); the target gets the rest, and everything the
 // draft holds (spine, experts, KV cache, working memory) is part of the target's memory budget.
@@ -41,6 +42,7 @@ RunEngines open_engines(const EngineOptions& engine, const std::string& draft_fl
   EngineOptions target = engine;
   target.positions = positions;
   if (kind == "dspark") target.dspark_dir = dir;
+  if (kind == "eagle3") target.eagle3_dir = dir;
   std::unique_ptr<Engine> draft;
   if (kind == "model") {
     EngineOptions o = engine;
@@ -66,8 +68,8 @@ RunEngines open_engines(const EngineOptions& engine, const std::string& draft_fl
     e.drafter = make_model_drafter(std::move(draft), sampler);
   } else if (kind == "ngram") {
     e.drafter = make_ngram_drafter();
-  } else if (kind == "dspark" && e.target->summary().drafter_bytes > 0) {
-    e.drafter = make_builtin_drafter(sampler);
+  } else if ((kind == "dspark" || kind == "eagle3") && e.target->summary().drafter_bytes > 0) {
+    e.drafter = make_builtin_drafter(sampler, kind);
   }
   return e;
 }

@@ -1,5 +1,5 @@
-// The drafter built into the target's engine (see drafter.hpp): DSpark's block of guesses from
-// Session::draft_block, the pending token as its anchor. Greedy when the target decodes greedily
+// The drafter built into the target's engine (see drafter.hpp): DSpark's block or an EAGLE-3
+// head's chain of guesses from Session::draft_block, the pending token as its anchor. Greedy when the target decodes greedily
 // (the argmax of each row); else each guess is drawn from the row's distribution under the
 // target's sampling transform, with its own generator, and that distribution is reported (q) for
 // the rejection rule.
@@ -10,9 +10,9 @@ namespace {
 
 class BuiltInDrafter final : public Drafter {
  public:
-  explicit BuiltInDrafter(const SamplerOptions& sampling) : sampler_(own_stream(sampling)) {}
+  BuiltInDrafter(const SamplerOptions& sampling, std::string name) : sampler_(own_stream(sampling)), name_(std::move(name)) {}
 
-  std::string name() const override { return "dspark"; }
+  std::string name() const override { return name_; }
   void bind(Session& target) override { target_ = &target; }
 
   Draft propose(std::span<const int32_t> context, int k) override {
@@ -40,12 +40,13 @@ class BuiltInDrafter final : public Drafter {
 
   Session* target_ = nullptr;
   Sampler sampler_;
+  std::string name_;
 };
 
 }  // namespace
 
-std::unique_ptr<Drafter> make_builtin_drafter(const SamplerOptions& sampling) {
-  return std::make_unique<BuiltInDrafter>(sampling);
+std::unique_ptr<Drafter> make_builtin_drafter(const SamplerOptions& sampling, const std::string& name) {
+  return std::make_unique<BuiltInDrafter>(sampling, name);
 }
 
 }  // namespace deltafin

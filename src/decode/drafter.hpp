@@ -9,6 +9,8 @@
 //   dspark: Kimi K3's DSpark, built into the target's engine (EngineOptions::dspark_dir): a block
 //           of guesses in one drafter pass conditioned on the target's own hidden rows
 //           (Session::draft_block), with a confidence per guess; sampled like `model`.
+//   eagle3: an EAGLE-3 head for Kimi K3 (EngineOptions::eagle3_dir), built in the same way: one
+//           MLA layer on the target's rows at three layers, a chain of guesses, no confidence.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +51,7 @@ std::unique_ptr<Drafter> make_ngram_drafter();
 std::unique_ptr<Drafter> make_model_drafter(std::unique_ptr<Engine> draft, const SamplerOptions& sampling);
 // The drafter built into the target's engine (EngineOptions::dspark_dir), for whichever session
 // it is bound to.
-std::unique_ptr<Drafter> make_builtin_drafter(const SamplerOptions& sampling);
+// name: what it reports as (the receipt's drafter), "dspark" or "eagle3".
+std::unique_ptr<Drafter> make_builtin_drafter(const SamplerOptions& sampling, const std::string& name = "dspark");
 
 }  // namespace deltafin

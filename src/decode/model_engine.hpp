@@ -40,6 +40,7 @@
 #include "decode/drafter_memory.hpp"
 #include "decode/memory_plan.hpp"
 #include "model/dspark_model.hpp"
+#include "model/eagle3_model.hpp"
 #include "decode/state_fingerprint.hpp"
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
@@ -289,7 +290,7 @@ class ModelEngine final : public Engine {
       model_.set_routing_recorder(recorder_.get());
     }
     warn_unused_tensors(*index_, config_.num_hidden_layers, config_.num_nextn_predict_layers);
-    if (!o.dspark_dir.empty()) attach_drafter(o.dspark_dir);
+    if (!o.dspark_dir.empty() || !o.eagle3_dir.empty()) attach_drafter(o);
   }
 
   ~ModelEngine() override {
@@ -355,17 +356,24 @@ class ModelEngine final : public Engine {
     return out;
   }
 
-  // DSpark (--draft dspark), which shares the target's embedding and lm_head: off, with a
-  // warning, when the plan streams them (a drafter pass would read them again out of turn).
-  void attach_drafter(const std::string& dir) {
+  // DSpark (--draft dspark) or an EAGLE-3 head (--draft eagle3), which share the target's embedding
+  // (and lm_head): off, with a warning, when the plan streams them (a drafter pass would read them
+  // again out of turn).
+  void attach_drafter(const EngineOptions& o) {
     if constexpr (F::kBlockDrafter) {
+      const bool eagle3 = !o.eagle3_dir.empty();
       const size_t head = plan_.resident.size() - 1;
       if (!plan_.resident[0] || !plan_.resident[head]) {
-        spdlog::warn("--draft dspark: the memory plan streams the target's embedding or lm_head, which the drafter "
-                     "shares; drafting is off (raise --memory-gb to keep them resident)");
+        spdlog::warn("--draft {}: the memory plan streams the target's embedding or lm_head, which the drafter "
+                     "shares; drafting is off (raise --memory-gb to keep them resident)", eagle3 ? "eagle3" : "dspark");
         return;
       }
-      drafter_ = std::make_unique<DSparkModel>(dir, load_dspark_config(dir), *backend_, model_.embedding(), model_.lm_head());
+      if (eagle3)
+        drafter_ = std::make_unique<Eagle3Model>(o.eagle3_dir, load_eagle3_config(o.eagle3_dir, config_), *backend_,
+                                                 model_.embedding(), model_.lm_head());
+      else
+        drafter_ = std::make_unique<DSparkModel>(o.dspark_dir, load_dspark_config(o.dspark_dir), *backend_,
+                                                 model_.embedding(), model_.lm_head());
       model_.set_drafter(drafter_.get());
       summary_.drafter_bytes = drafter_->bytes();
     }
@@ -420,7 +428,7 @@ class ModelEngine final : public Engine {
   typename F::Model model_;
   std::unique_ptr<hosts::HostExperts> hosts_;  // a run on several hosts: who runs the routed experts
   std::unique_ptr<RoutingRecorder> recorder_;  // --record-routing
-  std::unique_ptr<DSparkModel> drafter_;       // --draft dspark (model_ holds a pointer: declared after it)
+  std::unique_ptr<HiddenDrafter> drafter_;     // --draft dspark|eagle3 (model_ holds a pointer: declared after it)
   ModelSummary summary_;
 };
 

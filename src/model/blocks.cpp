@@ -38,7 +38,7 @@ void run_mlp(Backend& backend, Scratch& scratch, const Mlp& mlp, const GatedActi
 
 MlaWeights load_mla(SpineLoader& loader, const std::string& p, const MlaSpec& spec) {
   const MlaShape& s = spec.shape;
-  const int64_t h = spec.hidden, qk = s.nope + s.rope;
+  const int64_t h = spec.input > 0 ? spec.input : spec.hidden, qk = s.nope + s.rope;
   MlaWeights w;
   if (spec.q_lora > 0) {
     w.q_a = loader.matrix(p + "q_a_proj", spec.q_lora, h);
@@ -51,7 +51,7 @@ MlaWeights load_mla(SpineLoader& loader, const std::string& p, const MlaSpec& sp
   w.kv_a_norm = loader.vector(p + "kv_a_layernorm.weight", s.kv_lora);
   w.kv_b = loader.matrix(p + "kv_b_proj", s.heads * (s.nope + s.v), s.kv_lora);
   if (spec.output_gate) w.g = loader.matrix(p + "g_proj", s.heads * s.v, h);
-  w.o = loader.matrix(p + "o_proj", h, s.heads * s.v);
+  w.o = loader.matrix(p + "o_proj", spec.hidden, s.heads * s.v);
   return w;
 }
 

@@ -41,6 +41,7 @@ struct MlaSpec {
   bool output_gate = false;    // K3: attn *= sigmoid(g_proj x)
   const Tensor* inv_freq = nullptr;  // RoPE frequencies [1, rope / 2] (nullptr: no rotation)
   float attention_factor = 1.0f;
+  int64_t input = 0;           // width of x when it is not `hidden` (an EAGLE-3 layer reads 2 x hidden)
 };
 
 struct MlaWeights {

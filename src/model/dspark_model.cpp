@@ -51,13 +51,13 @@ DSparkModel::DSparkModel(const std::string& dir, const DSparkConfig& config, Bac
   bytes_ = load.bytes();
 }
 
-DSparkState DSparkModel::new_state() const {
-  return {LatentKvCache(backend_, config_.num_hidden_layers, config_.attention.kv_lora_rank,
-                        config_.attention.qk_rope_head_dim),
-          0};
+std::unique_ptr<DrafterState> DSparkModel::new_state() const {
+  return std::make_unique<DSparkState>(LatentKvCache(backend_, config_.num_hidden_layers, config_.attention.kv_lora_rank,
+                                                     config_.attention.qk_rope_head_dim));
 }
 
-void DSparkModel::add_context(DSparkState& state, const Tensor& rows, int64_t start) {
+void DSparkModel::add_context(DrafterState& base, const Tensor& rows, const int32_t*, int64_t start) {
+  DSparkState& state = static_cast<DSparkState&>(base);
   const int64_t n = rows.rows, h = config_.hidden_size;
   if (n == 0) return;
   state.cache.reserve(start + n);
@@ -73,7 +73,8 @@ void DSparkModel::add_context(DSparkState& state, const Tensor& rows, int64_t st
   if (start <= state.context_end) state.context_end = start + n;
 }
 
-BlockGuesses DSparkModel::draft(DSparkState& state, int32_t anchor, int64_t pos, int k, const ChooseToken& choose) {
+BlockGuesses DSparkModel::draft(DrafterState& base, int32_t anchor, int64_t pos, int k, const ChooseToken& choose) {
+  DSparkState& state = static_cast<DSparkState&>(base);
   BlockGuesses out;
   if (k <= 0 || pos <= 0 || state.context_end < pos) return out;
   const DSparkConfig& c = config_;

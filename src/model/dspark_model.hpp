@@ -12,14 +12,15 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <span>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
 #include "backend/scratch.hpp"
 #include "model/blocks.hpp"
+#include "model/hidden_drafter.hpp"
 #include "model/kv_cache.hpp"
 #include "model/spine.hpp"
 #include "weights/dspark_config.hpp"
@@ -29,36 +30,29 @@ namespace deltafin {
 
 // One token timeline's drafter state: per draft layer the latent rows of the context (and, past
 // it, of the last block drafted).
-struct DSparkState {
+struct DSparkState final : DrafterState {
+  explicit DSparkState(LatentKvCache c) : cache(std::move(c)) {}
+  void forget() override { context_end = 0; }
   LatentKvCache cache;
   int64_t context_end = 0;  // rows [0, context_end) hold the current timeline's context
 };
 
-// A block's guesses: tokens[i] and the confidence head's chance that it is accepted given the
-// ones before were (empty without a confidence head).
-struct BlockGuesses {
-  std::vector<int32_t> tokens;
-  std::vector<double> confidence;
-};
-
-// Picks row i's token from its logits (Markov bias added) [vocab].
-using ChooseToken = std::function<int32_t(std::span<const float> logits)>;
-
-class DSparkModel {
+// Its guesses' confidence is the confidence head's (empty without one); each row's logits carry
+// the Markov bias.
+class DSparkModel final : public HiddenDrafter {
  public:
   // embed, lm_head: the target's, which outlive this model.
   DSparkModel(const std::string& dir, const DSparkConfig& config, Backend& backend, const Weight& embed,
               const Weight& lm_head);
 
   const DSparkConfig& config() const { return config_; }
-  uint64_t bytes() const { return bytes_; }  // weights it holds on the backend
-  DSparkState new_state() const;
-  // Context from the target's pass over positions [start, start + rows.rows): rows
-  // [n, target layers * hidden], the layer outputs in target_layer_ids' order.
-  void add_context(DSparkState& state, const Tensor& rows, int64_t start);
-  // Up to k guesses after `anchor`, the pending token at position `pos`, from context rows
-  // [0, pos) (none when the state lacks them).
-  BlockGuesses draft(DSparkState& state, int32_t anchor, int64_t pos, int k, const ChooseToken& choose);
+  const std::vector<int64_t>& target_layers() const override { return config_.target_layer_ids; }
+  uint64_t bytes() const override { return bytes_; }
+  std::unique_ptr<DrafterState> new_state() const override;
+  // Context from the target's pass (its tokens are not needed: a context vector per position).
+  void add_context(DrafterState& state, const Tensor& rows, const int32_t* tokens, int64_t start) override;
+  // From context rows [0, pos).
+  BlockGuesses draft(DrafterState& state, int32_t anchor, int64_t pos, int k, const ChooseToken& choose) override;
 
  private:
   struct Layer {

@@ -113,6 +113,9 @@ struct K2Traits {
   static DrafterMemory drafter_memory(const EngineOptions& o, const Config& c) {
     if (!o.dspark_dir.empty())
       fail("--draft dspark: DSpark drafts for Kimi K3; {} is {} (use --draft model or ngram)", o.model_dir, name(c));
+    if (!o.eagle3_dir.empty())
+      fail("--draft eagle3: the EAGLE-3 head drafts for Kimi K3; {} is {} (use --draft model or ngram)", o.model_dir,
+           name(c));
     return {};
   }
   static Config load(const std::string& path) { return load_model_config(path); }

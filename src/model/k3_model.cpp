@@ -119,7 +119,7 @@ K3State K3Model::new_state() const {
   K3State s{LatentKvCache(backend_, c.num_hidden_layers, c.kv_lora_rank, c.qk_rope_head_dim, c.is_mla),
             backend_.allocate(recurrent_bytes_)};
   restore_recurrent(s, nullptr);
-  if (drafter_) s.draft = std::make_unique<DSparkState>(drafter_->new_state());
+  if (drafter_) s.draft = drafter_->new_state();
   return s;
 }
 
@@ -164,7 +164,7 @@ void K3Model::load_state(K3State& state, int64_t positions, std::span<const std:
   const uint64_t rows = payload.size() - recurrent_bytes_;
   state.mla.load_rows(positions, payload.data());
   if (recurrent_bytes_ > 0) backend_.upload(payload.data() + rows, *state.recurrent, 0, recurrent_bytes_);
-  if (state.draft) state.draft->context_end = 0;  // no pass covered these positions: the drafter has no context
+  if (state.draft) state.draft->forget();  // no pass covered these positions: the drafter has no context
 }
 
 void K3Model::kda(int64_t layer, K3State& state, const Tensor& x, const Tensor& out) {
@@ -248,7 +248,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   const Tensor partial = scratch_.take(n, h), mixed = scratch_.take(n, h), normed = scratch_.take(n, h),
                delta = scratch_.take(n, h);  // [n, hidden]
   // A drafter's rows: the outputs of its target layers, side by side [n, layers * hidden].
-  const std::vector<int64_t>* captured = drafter_ && state.draft ? &drafter_->config().target_layer_ids : nullptr;
+  const std::vector<int64_t>* captured = drafter_ && state.draft ? &drafter_->target_layers() : nullptr;
   const Tensor capture = captured ? scratch_.take(n, h * static_cast<int64_t>(captured->size())) : Tensor{};
   enter_unit(stream_, 0, stats_);
   backend_.embed(embed_.weight, ids, partial);
@@ -287,7 +287,7 @@ void K3Model::forward(K3State& state, const int32_t* tokens, int64_t n, int64_t 
   backend_.rmsnorm(mixed, final_norm_.tensor, c.rms_norm_eps, normed);
   observe(c.num_hidden_layers + 2, normed);
   project_logits(backend_, scratch_, lm_head_.weight, normed, all_logits, logits);
-  if (captured) drafter_->add_context(*state.draft, capture, start);
+  if (captured) drafter_->add_context(*state.draft, capture, tokens, start);
   ++stats_.passes;
   stats_.positions += n;
   stats_.scratch_peak = scratch_.peak();

@@ -27,7 +27,9 @@
 #include "backend/scratch.hpp"
 #include "io/expert_store.hpp"
 #include "model/blocks.hpp"
-#include "model/dspark_model.hpp"
+#include "model/hidden_drafter.hpp"
+#include "weights/dspark_config.hpp"
+#include "weights/eagle3_config.hpp"
 #include "model/kv_cache.hpp"
 #include "model/lookahead.hpp"
 #include "model/routed_experts.hpp"
@@ -47,7 +49,7 @@ struct K3State {
   LatentKvCache mla;                  // latent cache of the MLA layers (append-only)
   std::unique_ptr<Buffer> recurrent;  // per KDA layer: state [heads * head_dim, head_dim], then
                                       // the conv windows [3 * (taps - 1), heads * head_dim]
-  std::unique_ptr<DSparkState> draft;  // with a DSpark drafter: its context of this timeline
+  std::unique_ptr<DrafterState> draft;  // with a built-in drafter: its context of this timeline
 };
 
 // Called with [n, hidden] rows as the golden fixtures lay them out: row 0 the embedding, row
@@ -80,12 +82,12 @@ class K3Model {
   // Where every pass's routing is written (nullptr: nowhere, the default); outlives the model.
   void set_routing_recorder(RoutingRecorder* recorder) { recorder_ = recorder; }
   RoutingRecorder* routing_recorder() const { return recorder_; }
-  // A DSpark drafter fed by every pass (nullptr: none, the default); outlives the model. States
-  // made after this carry its context. Its rows come from the layer outputs (row l + 1 of the
-  // observer's numbering) at its target_layer_ids.
-  void set_drafter(DSparkModel* drafter) { drafter_ = drafter; }
+  // A built-in drafter (DSpark, EAGLE-3) fed by every pass (nullptr: none, the default); outlives
+  // the model. States made after this carry its context. Its rows come from the layer outputs
+  // (row l + 1 of the observer's numbering) at its target_layers().
+  void set_drafter(HiddenDrafter* drafter) { drafter_ = drafter; }
   bool has_drafter() const { return drafter_ != nullptr; }
-  // Up to k guesses after `anchor` at position `pos` of `state` (DSparkModel::draft).
+  // Up to k guesses after `anchor` at position `pos` of `state` (HiddenDrafter::draft).
   BlockGuesses draft_block(K3State& state, int32_t anchor, int64_t pos, int k, const ChooseToken& choose);
   // The embedding and lm_head, which a drafter shares.
   const Weight& embedding() const { return embed_.weight; }
@@ -138,7 +140,7 @@ class K3Model {
   LocalExperts local_experts_;  // the store's experts on backend_
   ExpertProducer* producer_ = &local_experts_;  // who runs the routed experts (set_producer)
   RoutingRecorder* recorder_ = nullptr;
-  DSparkModel* drafter_ = nullptr;
+  HiddenDrafter* drafter_ = nullptr;
   Scratch scratch_;
   MlaSpec mla_;
   RouterSpec router_spec_;
@@ -159,10 +161,13 @@ struct K3Traits {
   using Model = K3Model;
   using State = K3State;
   static constexpr bool kRecurrent = true;
-  static constexpr bool kBlockDrafter = true;  // DSpark (EngineOptions::dspark_dir)
+  static constexpr bool kBlockDrafter = true;  // DSpark, EAGLE-3 (EngineOptions::dspark_dir, eagle3_dir)
   static Config load(const std::string& path) { return load_k3_config(path); }
-  // The drafter's share of the plan (none without --draft dspark); throws when it does not fit this target.
+  // The drafter's share of the plan (none without --draft dspark or eagle3); throws when it does
+  // not fit this target.
   static DrafterMemory drafter_memory(const EngineOptions& o, const Config& c) {
+    if (!o.dspark_dir.empty() && !o.eagle3_dir.empty()) fail("--draft: one built-in drafter at a time (dspark or eagle3)");
+    if (!o.eagle3_dir.empty()) return eagle3_memory(load_eagle3_config(o.eagle3_dir, c));
     if (o.dspark_dir.empty()) return {};
     const DSparkConfig d = load_dspark_config(o.dspark_dir);
     check_dspark_target(d, c);

@@ -81,7 +81,8 @@ std::string edited_copy(const std::string& fixture, const std::string& name,
   return dir.string();
 }
 
-void check_against_golden(const std::string& fixture) {
+// head: the fixture's directory or an edited copy of it (goldens read from the fixture).
+void check_against_golden(const std::string& fixture, const std::string& head) {
   const std::string dir = test::fixture(fixture);
   simdjson::dom::parser parser;
   const simdjson::dom::element golden = parser.load(dir + "/golden.json");
@@ -89,7 +90,7 @@ void check_against_golden(const std::string& fixture) {
   const std::vector<int32_t> anchors = ints(golden["anchors"]);
   const int k = static_cast<int>(int64_t(golden["block"]));
   const NpyArray logits = read_npy_f32(dir + "/logits.npy");  // [anchors, k, vocab]
-  auto engine = open_with_eagle3("k3_tiny", dir);
+  auto engine = open_with_eagle3("k3_tiny", head);
   const int64_t vocab = engine->summary().vocab_size;
   REQUIRE(engine->summary().drafter_bytes > 0);
   REQUIRE(logits.shape == std::vector<int64_t>{static_cast<int64_t>(anchors.size()), k, vocab});
@@ -113,9 +114,15 @@ void check_against_golden(const std::string& fixture) {
 
 TEST_CASE("An EAGLE-3 head drafts as its reference does from the hidden rows of the target's own passes",
           "[eagle3][golden-k3]") {
-  check_against_golden("k3_tiny_eagle3");
+  check_against_golden("k3_tiny_eagle3", test::fixture("k3_tiny_eagle3"));
   // norm_before_residual, fc_norm and norm_output on.
-  check_against_golden("k3_tiny_eagle3_variant");
+  check_against_golden("k3_tiny_eagle3_variant", test::fixture("k3_tiny_eagle3_variant"));
+  // vLLM's runner takes the aux layers from target_layer_ids + 1 before eagle_config's list.
+  check_against_golden("k3_tiny_eagle3",
+                       edited_copy("k3_tiny_eagle3", "deltafin-eagle3-ids",
+                                   {{"\"target_hidden_size\": 48,", "\"target_hidden_size\": 48,\n  \"target_layer_ids\": [1, 5, 9],"},
+                                    {"      2,\n", "      3,\n"}}));
+  std::filesystem::remove_all(std::filesystem::temp_directory_path() / "deltafin-eagle3-ids");
 }
 
 TEST_CASE("An EAGLE-3 head's drafts do not depend on how the target's passes were cut, rewound or restored",

@@ -113,6 +113,7 @@ PROVENANCE = {
         "vllm/model_executor/models/deepseek_eagle3.py": "035901930680fd42ee182a4dd9f34a9f0a7804d9",
         "vllm/model_executor/models/deepseek_v2.py": "002d6073aa034d4f5545d45021b0e56d1f3c3593",
         "vllm/v1/spec_decode/llm_base_proposer.py": "00c4f22dae4795e34658bead82fa071e6bb7ae39",
+        "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py": "0cfdd2e15d6991f354c6e22fd7f7e7577afe0424",
     },
     "aux_convention": "K3 prefix_only capture (VLLM_KIMI_K3_AUX_ATTN_RES_STREAM=0): aux id v = stream entering "
                       "layer v; default ids (2, L // 2, L - 3)",
@@ -120,8 +121,12 @@ PROVENANCE = {
 
 
 def aux_layers(cfg, num_target_layers):
-    ids = (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") \
-        or cfg.get("eagle_aux_hidden_state_layer_ids") \
+    """vLLM's runner: top-level eagle_aux_hidden_state_layer_ids, target_layer_ids + 1, eagle_config.layer_ids;
+    then the model's eagle_config.eagle_aux_hidden_state_layer_ids; else the default (2, L // 2, L - 3)."""
+    eagle = cfg.get("eagle_config") or {}
+    ids = cfg.get("eagle_aux_hidden_state_layer_ids") \
+        or [i + 1 for i in cfg.get("target_layer_ids") or []] \
+        or eagle.get("layer_ids") or eagle.get("eagle_aux_hidden_state_layer_ids") \
         or [2, num_target_layers // 2, num_target_layers - 3]
     return list(ids)
 

@@ -66,17 +66,22 @@ Eagle3Config parse_eagle3_config(const std::string& json, const std::string& pat
   if (cfg.has("n_routed_experts") && cfg.integer("n_routed_experts") > 0 && cfg.integer("first_k_dense_replace", 0) < 1)
     fail("{}: n_routed_experts: vLLM's EAGLE-3 DeepSeek layer is always a dense MLP; this head asks for experts", path);
 
-  // The aux layers: eagle_config.eagle_aux_hidden_state_layer_ids (or the same field at the top),
-  // else vLLM's default (2, L / 2, L - 3) for an L-layer target.
+  // The aux layers as vLLM's runner picks them (get_eagle3_aux_layers_from_config): the top-level
+  // eagle_aux_hidden_state_layer_ids, else target_layer_ids + 1, else eagle_config.layer_ids; the
+  // model's own eagle_config.eagle_aux_hidden_state_layer_ids next; else the default
+  // (2, L / 2, L - 3) for an L-layer target.
   object eagle;
   const bool has_eagle = cfg.child("eagle_config", eagle);
+  c.aux_layer_ids = cfg.integers("eagle_aux_hidden_state_layer_ids");
+  if (c.aux_layer_ids.empty())
+    for (int64_t id : cfg.integers("target_layer_ids")) c.aux_layer_ids.push_back(id + 1);
   if (has_eagle) {
     const ConfigReader e(eagle, path);
     if (!e.boolean("use_aux_hidden_state", true))
       fail("{}: eagle_config.use_aux_hidden_state false (a head on the last layer only) is not supported", path);
-    c.aux_layer_ids = e.integers("eagle_aux_hidden_state_layer_ids");
+    if (c.aux_layer_ids.empty()) c.aux_layer_ids = e.integers("layer_ids");
+    if (c.aux_layer_ids.empty()) c.aux_layer_ids = e.integers("eagle_aux_hidden_state_layer_ids");
   }
-  if (c.aux_layer_ids.empty()) c.aux_layer_ids = cfg.integers("eagle_aux_hidden_state_layer_ids");
   const int64_t n = target.num_hidden_layers;
   if (c.aux_layer_ids.empty()) c.aux_layer_ids = {2, n / 2, n - 3};
   if (cfg.has("num_aux_hidden_states") && cfg.integer("num_aux_hidden_states") != static_cast<int64_t>(c.aux_layer_ids.size()))

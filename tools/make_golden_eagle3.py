@@ -115,8 +115,11 @@ PROVENANCE = {
         "vllm/v1/spec_decode/llm_base_proposer.py": "00c4f22dae4795e34658bead82fa071e6bb7ae39",
         "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py": "0cfdd2e15d6991f354c6e22fd7f7e7577afe0424",
     },
-    "aux_convention": "K3 prefix_only capture (VLLM_KIMI_K3_AUX_ATTN_RES_STREAM=0): aux id v = stream entering "
-                      "layer v; default ids (2, L // 2, L - 3)",
+    "aux_convention": "K3 prefix_only capture (VLLM_KIMI_K3_AUX_ATTN_RES_STREAM=0): after 0-based layer v - 1 the "
+                      "capture is prefix_sum + that layer's pending MLP output (KimiLinearModel."
+                      "_capture_aux_hidden_stream, vllm/models/kimi_k3/nvidia/model.py as rendered at "
+                      "https://docs.vllm.ai/en/latest/api/vllm/models/kimi_k3/nvidia/model/, lastmod 2026-09-23); "
+                      "default ids (2, L // 2, L - 3)",
 }
 
 

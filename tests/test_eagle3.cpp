@@ -211,7 +211,8 @@ TEST_CASE("An EAGLE-3 head that does not fit its target is refused in one line",
     return edited_copy("k3_tiny_eagle3", "deltafin-eagle3-bad", {{from, to}});
   };
   refused(with("\"draft_vocab_size\": 320", "\"draft_vocab_size\": 300"), "reduced draft vocabulary");
-  refused(with("\"vocab_size\": 320,\n  \"draft", "\"vocab_size\": 321,\n  \"draft"), "vocab_size 321 differs");
+  refused(with("\"vocab_size\": 320,\n  \"draft_vocab_size\": 320", "\"vocab_size\": 321,\n  \"draft_vocab_size\": 321"),
+          "vocab_size 321 differs");
   refused(with("\"target_hidden_size\": 48", "\"target_hidden_size\": 64"), "target's hidden size");
   refused(with("      10\n", "      14\n"), "eagle_aux_hidden_state_layer_ids names 14");
   refused(with("\"num_hidden_layers\": 1", "\"num_hidden_layers\": 2"), "num_hidden_layers 2");

@@ -245,3 +245,20 @@ TEST_CASE("The EAGLE-3 head's weights and latent cache are in the memory plan", 
   // Two rows of kv_lora + rope (16 + 8) fp32 a position: the latent row and kv_a's hidden half.
   CHECK(engine->summary().state_bytes_per_position == plain->summary().state_bytes_per_position + 2 * 24 * 4);
 }
+
+TEST_CASE("deltafin run --draft eagle3 gives plain decoding's tokens and names the head in its receipt",
+          "[eagle3][cli]") {
+  const std::string common = "run -m " + test::fixture("k3_tiny") +
+                             " --tokens 225,107,129,197,181,172,316,130 -n 24 --ids --ignore-eos --no-adaptive ";
+  const test::CommandResult plain = test::run_deltafin(common + "--draft off");
+  const test::CommandResult drafted =
+      test::run_deltafin(common + "--draft eagle3 --draft-model " + test::fixture("k3_tiny_eagle3") + " --stats");
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(drafted.exit_code == 0);
+  test::check_contains(drafted.output, plain.output.substr(0, plain.output.find('\n') + 1));  // the ids
+  test::check_contains(drafted.output, "the EAGLE-3 head (--draft eagle3) guessed");
+  test::check_contains(drafted.output, "the EAGLE-3 head holds");
+  const test::CommandResult missing = test::run_deltafin(common + "--draft eagle3");
+  CHECK(missing.exit_code == 1);
+  test::check_contains(missing.output, "--draft eagle3 needs --draft-model DIR");
+}

@@ -48,6 +48,7 @@ std::string draft_line(const RunReport& r) {
   const SpeculativeStats& sp = r.speculative;
   const std::string who = r.drafter.starts_with("model") ? "the draft model"
                           : r.drafter == "dspark"        ? "DSpark (--draft dspark)"
+                          : r.drafter == "eagle3"        ? "the EAGLE-3 head (--draft eagle3)"
                                                          : "prompt lookup (--draft ngram)";
   if (sp.drafted > 0) {
     std::string text = fmt::format("{} guessed {}, {} accepted: {} tokens per pass of the model", who,
@@ -92,12 +93,14 @@ void print_disk(const EngineStats& s, bool page_cache, bool full) {
   }
 }
 
-std::string memory_line(const ModelSummary& m) {
+std::string memory_line(const ModelSummary& m, const std::string& drafter) {
   const uint64_t peak = peak_rss_bytes();
   std::string text = fmt::format("peak {}, budget {} ({}): ", human_bytes(peak), human_bytes(m.memory_budget),
                                  m.memory_source);
   text += peak <= m.memory_budget ? "held" : "exceeded by " + human_bytes(peak - m.memory_budget);
-  if (m.drafter_bytes > 0) text += fmt::format("; the DSpark drafter holds {} of weights in it", human_bytes(m.drafter_bytes));
+  if (m.drafter_bytes > 0)
+    text += fmt::format("; the {} holds {} of weights in it", drafter == "eagle3" ? "EAGLE-3 head" : "DSpark drafter",
+                        human_bytes(m.drafter_bytes));
   if (m.spine_streamed_bytes > 0)
     text += fmt::format("; {} of the weights did not fit and stream from disk every pass", human_bytes(m.spine_streamed_bytes));
   return text;
@@ -135,7 +138,7 @@ void print_receipt(const Engine& engine, const RunReport& r, bool full) {
       line("cpu", fmt::format("the compute thread ran {} of the decode's {} of compute (starved: the machine is busy)",
                               human_seconds(r.decode_cpu_seconds), human_seconds(o.compute)));
   }
-  line("memory", memory_line(m));
+  line("memory", memory_line(m, r.drafter));
   if (full) print_engine_counters(engine, r);
 }
 

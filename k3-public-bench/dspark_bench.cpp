@@ -1,6 +1,7 @@
 // DSpark's cost at a target's shapes: one drafter pass (a block of k guesses) against one target
-// decode pass, and what the drafter holds. Opens TARGET with the drafter DSPARK (the engine's
-// own plan, budget MEMORY_GB), prefills CONTEXT random tokens, then per k times `runs` drafter
+// decode pass, and what the drafter holds; likewise an EAGLE-3 head's chain of k steps when DSPARK
+// is one (its config.json names an Eagle3Deepseek architecture). Opens TARGET with the drafter
+// DSPARK (the engine's own plan, budget MEMORY_GB), prefills CONTEXT random tokens, then per k times `runs` drafter
 // blocks and as many one-position target passes (each rewound), and prints one JSON object per k:
 // median seconds, the drafter's weight bytes, the state bytes per position (target and drafter),
 // the process's peak.
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,7 +47,9 @@ int main(int argc, char** argv) try {
   }
   EngineOptions o;
   o.model_dir = argv[1];
-  o.dspark_dir = argv[2];
+  std::ifstream config(std::string(argv[2]) + "/config.json");
+  const std::string json((std::istreambuf_iterator<char>(config)), {});
+  (json.find("Eagle3Deepseek") != std::string::npos ? o.eagle3_dir : o.dspark_dir) = argv[2];
   const int64_t context = std::atoll(argv[3]);
   const int runs = std::max(1, std::atoi(argv[4]));
   o.memory_gb = std::atof(argv[5]);

@@ -5,7 +5,7 @@
 // blocks and as many one-position target passes (each rewound), and prints one JSON object per k:
 // median seconds, the drafter's weight bytes, the state bytes per position (target and drafter),
 // the process's peak.
-// Usage: dspark_bench TARGET DSPARK CONTEXT RUNS MEMORY_GB
+// Usage: dspark_bench TARGET DSPARK CONTEXT RUNS MEMORY_GB [BACKEND (cpu)]
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -41,8 +41,8 @@ uint64_t peak_rss() {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: dspark_bench TARGET DSPARK CONTEXT RUNS MEMORY_GB\n");
+  if (argc != 6 && argc != 7) {
+    std::fprintf(stderr, "usage: dspark_bench TARGET DSPARK CONTEXT RUNS MEMORY_GB [BACKEND]\n");
     return 1;
   }
   EngineOptions o;
@@ -53,6 +53,7 @@ int main(int argc, char** argv) try {
   const int64_t context = std::atoll(argv[3]);
   const int runs = std::max(1, std::atoi(argv[4]));
   o.memory_gb = std::atof(argv[5]);
+  if (argc == 7) o.backend = argv[6];
   o.positions = context + 16;
   const auto opened = Clock::now();
   auto engine = Engine::open(o);

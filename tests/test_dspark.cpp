@@ -14,6 +14,7 @@
 
 #include <deltafin/engine.hpp>
 
+#include "backend/backend.hpp"
 #include "decode/drafter.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
@@ -29,8 +30,10 @@ namespace {
 // through the drafter that moves logits by up to ~5e-4 (the script's perturbation check).
 constexpr double kTolerance = 2e-3;
 
-std::unique_ptr<Engine> open_with_dspark(const std::string& target, const std::string& draft, int threads = 2) {
+std::unique_ptr<Engine> open_with_dspark(const std::string& target, const std::string& draft, int threads = 2,
+                                         const std::string& backend = "cpu") {
   EngineOptions o;
+  o.backend = backend;
   o.model_dir = test::fixture(target);
   o.dspark_dir = draft;
   o.threads = threads;
@@ -64,9 +67,9 @@ double max_diff(std::span<const float> a, std::span<const float> b) {
   return m;
 }
 
-}  // namespace
 
-TEST_CASE("DSpark drafts as its reference does from the hidden rows of the target's own passes", "[dspark][golden-k3]") {
+// The engine's drafts on `backend` against the numpy reference.
+void check_against_reference(const std::string& backend) {
   const std::string dir = test::fixture("k3_tiny_dspark");
   simdjson::dom::parser parser;
   const simdjson::dom::element golden = parser.load(dir + "/golden.json");
@@ -75,7 +78,7 @@ TEST_CASE("DSpark drafts as its reference does from the hidden rows of the targe
   const int k = static_cast<int>(int64_t(golden["block"]));
   const NpyArray logits = read_npy_f32(dir + "/logits.npy");          // [anchors, k, vocab]
   const NpyArray confidence = read_npy_f32(dir + "/confidence.npy");  // [anchors, k]
-  auto engine = open_with_dspark("k3_tiny", dir);
+  auto engine = open_with_dspark("k3_tiny", dir, 2, backend);
   const int64_t vocab = engine->summary().vocab_size;
   REQUIRE(engine->summary().drafter_bytes > 0);
   REQUIRE(logits.shape == std::vector<int64_t>{static_cast<int64_t>(anchors.size()), k, vocab});
@@ -102,6 +105,20 @@ TEST_CASE("DSpark drafts as its reference does from the hidden rows of the targe
   const Drafted d8 = draft_greedy(*fresh, tokens[20], 8);
   CHECK(d8.block.tokens == ints(k8["draft_tokens"]));
   CHECK(max_diff(d8.logits, logits8.data) < kTolerance);
+}
+
+}  // namespace
+
+TEST_CASE("DSpark drafts as its reference does from the hidden rows of the target's own passes", "[dspark][golden-k3]") {
+  check_against_reference("cpu");
+}
+
+TEST_CASE("DSpark on CUDA drafts as its reference does", "[dspark][cuda]") {
+  if (!cuda_device_present()) {
+    WARN("no CUDA device on this machine: skipped");
+    return;
+  }
+  check_against_reference("cuda");
 }
 
 TEST_CASE("DSpark's drafts do not depend on how the target's passes were cut, rewound or restored", "[dspark][exactness]") {

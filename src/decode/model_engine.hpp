@@ -37,7 +37,7 @@
 
 #include "backend/backend.hpp"
 #include "decode/host_engine.hpp"
-#include "decode/drafter_memory.hpp"
+#include "model/drafter_memory.hpp"
 #include "decode/memory_plan.hpp"
 #include "model/dspark_model.hpp"
 #include "model/eagle3_model.hpp"

@@ -20,7 +20,7 @@
 #include <deltafin/engine.hpp>
 
 #include "backend/backend.hpp"
-#include "decode/drafter_memory.hpp"
+#include "model/drafter_memory.hpp"
 #include "util/error.hpp"
 #include "backend/scratch.hpp"
 #include "io/expert_store.hpp"

@@ -23,7 +23,7 @@
 #include <deltafin/engine.hpp>
 
 #include "backend/backend.hpp"
-#include "decode/drafter_memory.hpp"
+#include "model/drafter_memory.hpp"
 #include "backend/scratch.hpp"
 #include "io/expert_store.hpp"
 #include "model/blocks.hpp"

@@ -1,4 +1,4 @@
-// libFuzzer target: config.json parsing of both model families. Any input must either parse
+// libFuzzer target: config.json parsing of both model families and of K3's DSpark drafter. Any input must either parse
 // into a configuration that passed validation or be refused with deltafin::Error; anything
 // else (a crash, a sanitizer report, another exception) is a finding.
 #include <cstddef>
@@ -6,6 +6,7 @@
 #include <string>
 
 #include "util/error.hpp"
+#include "weights/dspark_config.hpp"
 #include "weights/k3_config.hpp"
 #include "weights/model_config.hpp"
 
@@ -19,6 +20,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const deltafin::K3Config c = deltafin::parse_k3_config(json, "fuzz/config.json");
     if (static_cast<int64_t>(c.is_mla.size()) != c.num_hidden_layers) __builtin_trap();
+  } catch (const deltafin::Error&) {
+  }
+  try {
+    const deltafin::DSparkConfig c = deltafin::parse_dspark_config(json, "fuzz/config.json");
+    if (c.target_layer_ids.empty() || c.attention.qk_rope_head_dim % 2 || c.mask_token_id >= c.vocab_size) __builtin_trap();
   } catch (const deltafin::Error&) {
   }
   return 0;

@@ -1,5 +1,5 @@
 // A built-in drafter's share of the memory plan (see drafter_memory.hpp).
-#include "decode/drafter_memory.hpp"
+#include "model/drafter_memory.hpp"
 
 #include <filesystem>
 #include <memory>

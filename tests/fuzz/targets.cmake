@@ -12,7 +12,8 @@ deltafin_fuzzer(safetensors CORPUS corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/weights/safetensors.cpp ${DELTAFIN_FUZZ_SRC}/weights/dtype.cpp)
 deltafin_fuzzer(config CORPUS config-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/weights/model_config.cpp ${DELTAFIN_FUZZ_SRC}/weights/k3_config.cpp
-                        ${DELTAFIN_FUZZ_SRC}/weights/dspark_config.cpp ${DELTAFIN_FUZZ_SRC}/weights/pass_activations.cpp)
+                        ${DELTAFIN_FUZZ_SRC}/weights/dspark_config.cpp ${DELTAFIN_FUZZ_SRC}/weights/eagle3_config.cpp
+                        ${DELTAFIN_FUZZ_SRC}/weights/pass_activations.cpp)
 deltafin_fuzzer(placement CORPUS placement-corpus
                 SOURCES ${DELTAFIN_FUZZ_SRC}/weights/placement.cpp ${DELTAFIN_FUZZ_SRC}/weights/expert_record.cpp
                         ${DELTAFIN_FUZZ_SRC}/weights/dtype.cpp)

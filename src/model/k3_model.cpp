@@ -117,9 +117,8 @@ K3Model::K3Model(const WeightIndex& index, const K3Config& config, Backend& back
 K3State K3Model::new_state() const {
   const K3Config& c = config_;
   K3State s{LatentKvCache(backend_, c.num_hidden_layers, c.kv_lora_rank, c.qk_rope_head_dim, c.is_mla),
-            backend_.allocate(recurrent_bytes_)};
+            backend_.allocate(recurrent_bytes_), drafter_ ? drafter_->new_state() : nullptr};
   restore_recurrent(s, nullptr);
-  if (drafter_) s.draft = drafter_->new_state();
   return s;
 }
 

@@ -14,6 +14,7 @@
 
 #include <deltafin/engine.hpp>
 
+#include "backend/backend.hpp"
 #include "decode/drafter.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
@@ -28,8 +29,10 @@ namespace {
 // The engine's own hidden rows differ from the release code's by up to ~3e-4 (test_golden_k3).
 constexpr double kTolerance = 2e-3;
 
-std::unique_ptr<Engine> open_with_eagle3(const std::string& target, const std::string& head, int threads = 2) {
+std::unique_ptr<Engine> open_with_eagle3(const std::string& target, const std::string& head, int threads = 2,
+                                         const std::string& backend = "cpu") {
   EngineOptions o;
+  o.backend = backend;
   o.model_dir = test::fixture(target);
   o.eagle3_dir = head;
   o.threads = threads;
@@ -82,7 +85,7 @@ std::string edited_copy(const std::string& fixture, const std::string& name,
 }
 
 // head: the fixture's directory or an edited copy of it (goldens read from the fixture).
-void check_against_golden(const std::string& fixture, const std::string& head) {
+void check_against_golden(const std::string& fixture, const std::string& head, const std::string& backend = "cpu") {
   const std::string dir = test::fixture(fixture);
   simdjson::dom::parser parser;
   const simdjson::dom::element golden = parser.load(dir + "/golden.json");
@@ -90,7 +93,7 @@ void check_against_golden(const std::string& fixture, const std::string& head) {
   const std::vector<int32_t> anchors = ints(golden["anchors"]);
   const int k = static_cast<int>(int64_t(golden["block"]));
   const NpyArray logits = read_npy_f32(dir + "/logits.npy");  // [anchors, k, vocab]
-  auto engine = open_with_eagle3("k3_tiny", head);
+  auto engine = open_with_eagle3("k3_tiny", head, 2, backend);
   const int64_t vocab = engine->summary().vocab_size;
   REQUIRE(engine->summary().drafter_bytes > 0);
   REQUIRE(logits.shape == std::vector<int64_t>{static_cast<int64_t>(anchors.size()), k, vocab});
@@ -123,6 +126,15 @@ TEST_CASE("An EAGLE-3 head drafts as its reference does from the hidden rows of 
                                    {{"\"target_hidden_size\": 48,", "\"target_hidden_size\": 48,\n  \"target_layer_ids\": [1, 5, 9],"},
                                     {"      2,\n", "      3,\n"}}));
   std::filesystem::remove_all(std::filesystem::temp_directory_path() / "deltafin-eagle3-ids");
+}
+
+TEST_CASE("An EAGLE-3 head on CUDA drafts as its reference does", "[eagle3][cuda]") {
+  if (!cuda_device_present()) {
+    WARN("no CUDA device on this machine: skipped");
+    return;
+  }
+  check_against_golden("k3_tiny_eagle3", test::fixture("k3_tiny_eagle3"), "cuda");
+  check_against_golden("k3_tiny_eagle3_variant", test::fixture("k3_tiny_eagle3_variant"), "cuda");
 }
 
 TEST_CASE("An EAGLE-3 head's drafts do not depend on how the target's passes were cut, rewound or restored",

@@ -274,3 +274,36 @@ TEST_CASE("deltafin run --draft eagle3 gives plain decoding's tokens and names t
   CHECK(missing.exit_code == 1);
   test::check_contains(missing.output, "--draft eagle3 needs --draft-model DIR");
 }
+
+TEST_CASE("Sampled decoding with EAGLE-3 drafts draws from the target's distribution (k3_tiny, 4,000 draws)",
+          "[eagle3][speculative]") {
+  auto engine = open_with_eagle3("k3_tiny", test::fixture("k3_tiny_eagle3"), 1);
+  const SamplerOptions sampling{1.0f, 40, 1.0f, 0.0f, 9};  // temperature 1, top-k 40
+  Sampler sampler(sampling);
+  auto drafter = make_builtin_drafter(sampling, "eagle3");
+  auto session = engine->new_session();
+  const std::vector<int32_t> prompt{225, 107, 129, 197, 181, 172};
+  const int64_t vocab = engine->summary().vocab_size;
+  session->append(prompt, false);
+  const int32_t pending = 316;
+  const int64_t start = session->position();
+  const std::vector<double> p = sampler.distribution(session->append(std::vector<int32_t>{pending}, false));
+  session->rewind(start);
+  std::vector<int32_t> context = prompt;
+  context.push_back(pending);
+  SpeculativeDecoder decoder(*session, drafter.get(), sampler, vocab, {3, false});
+  const uint64_t draws = 4000;
+  std::vector<uint64_t> counts(vocab, 0);
+  for (uint64_t i = 0; i < draws; ++i) {
+    ++counts[decoder.step(context).front()];
+    session->rewind(start);
+  }
+  int support = 0;
+  for (double v : p) support += v > 0;
+  const SpeculativeStats& s = decoder.stats();
+  INFO("chi-square " << test::chi_square(counts, p, draws) << " over " << support << " tokens; EAGLE-3 accepted "
+                     << s.accepted << " of " << s.drafted);
+  CHECK(s.drafted > 0);
+  CHECK(s.accepted < s.drafted);
+  CHECK(test::chi_square(counts, p, draws) < test::chi_square_limit(support - 1));
+}

@@ -6,13 +6,13 @@
 # without a confidence head, with a calibrated one and with a mis-calibrated one. --runs runs of
 # every arm (the order rotated per run, the page cache dropped before each run); the summary takes
 # medians and checks that every arm generated the plain run's ids.
-#   k3-public-bench/run-spec-cost-bench.sh [--tokens 24] [--runs 3] [--memory-gb 0.5] [--cache-gb 0.02]
+#   k3-public-bench/run-spec-cost-bench.sh [--tokens 16] [--runs 3] [--memory-gb 0.5] [--cache-gb 0.02]
 #                                          [--out FILE] [--work DIR]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/scripts/portable.sh"
-tokens=24 runs=3 memory=0.5 cache=0.02 work=/var/tmp/deltafin-bench
+tokens=16 runs=3 memory=0.5 cache=0.02 work=/var/tmp/deltafin-bench
 out=$root/k3-public-bench/results/spec-cost-model.md
 while [ $# -gt 0 ]; do
   case $1 in

@@ -84,6 +84,16 @@ TEST_CASE("calibrated confidences choose k on synthetic pass costs", "[spec-cost
   CHECK(best_width(p, expected_committed(confidence), none, 2.0).k == 0);
 }
 
+TEST_CASE("a rejection's expected replay: the pending token and the guesses held before it", "[spec-cost]") {
+  // k = 1: fails with 0.5, replaying 1; k = 2: + 0.5 x 0.2 x 2; k = 3: + 0.4 x 1 x 3.
+  const std::vector<double> r = expected_replayed(std::vector<double>{0.5, 0.8, 0.0});
+  REQUIRE(r.size() == 4);
+  CHECK(r[0] == 0);
+  CHECK(r[1] == Approx(0.5));
+  CHECK(r[2] == Approx(0.7));
+  CHECK(r[3] == Approx(1.9));
+}
+
 TEST_CASE("a session reports its last pass's experts: positions, selections, the union", "[spec-cost]") {
   EngineOptions o;
   o.model_dir = test::fixture("k2_tiny");

@@ -107,10 +107,11 @@ int SpeculativeDecoder::choose_k() {
     return 0;
   }
   const std::vector<double> accept(static_cast<size_t>(options_.max_k), acceptance());
-  std::vector<double> draft(accept.size() + 1);
-  for (size_t k = 1; k < draft.size(); ++k)
-    draft[k] = has_confidence_ ? draft_call_seconds_ : static_cast<double>(k) * draft_token_seconds_;
-  const int best = best_width(prices(), expected_committed(accept), draft, kExploreGain).k;
+  const PassPrices p = prices();
+  std::vector<double> extra = replay_seconds(p, accept);
+  for (size_t k = 1; k < extra.size(); ++k)
+    extra[k] += has_confidence_ ? draft_call_seconds_ : static_cast<double>(k) * draft_token_seconds_;
+  const int best = best_width(p, expected_committed(accept), extra, kExploreGain).k;
   if (best == 0) {
     if (off_) probe_every_ = std::min(2 * probe_every_, kLastProbe);  // still not paying: wait longer
     off_ = true;
@@ -124,9 +125,9 @@ int SpeculativeDecoder::choose_k() {
 
 int32_t SpeculativeDecoder::cut_by_confidence(Draft& draft) {
   if (!options_.adaptive || draft.confidence.size() != draft.tokens.size()) return -1;
-  const std::vector<double> committed = expected_committed(calibrated(draft.confidence, confident_));
-  const std::vector<double> drafted(committed.size(), 0.0);  // the draft is made: its time is spent
-  const size_t k = static_cast<size_t>(best_width(prices(), committed, drafted, kExploreGain).k);
+  const std::vector<double> accept = calibrated(draft.confidence, confident_);
+  const PassPrices p = prices();  // the draft is made: its time is spent, only replays count
+  const size_t k = static_cast<size_t>(best_width(p, expected_committed(accept), replay_seconds(p, accept), kExploreGain).k);
   if (k >= draft.tokens.size()) return -1;
   ++stats_.confidence_cuts;
   if (k == 0) return draft.tokens.front();
@@ -134,6 +135,13 @@ int32_t SpeculativeDecoder::cut_by_confidence(Draft& draft) {
   draft.confidence.resize(k);
   if (!draft.q.empty()) draft.q.resize(k);
   return -1;
+}
+
+std::vector<double> SpeculativeDecoder::replay_seconds(const PassPrices& p, std::span<const double> accept) const {
+  std::vector<double> out = expected_replayed(accept);
+  const double position = std::max(0.0, pass_seconds(p, 2) - p.plain_seconds);  // one more position in a pass
+  for (double& r : out) r = replays_ ? r * position : 0.0;
+  return out;
 }
 
 void SpeculativeDecoder::learn_draft(size_t guesses, double seconds) {
@@ -147,16 +155,20 @@ void SpeculativeDecoder::learn(int positions, double seconds, int drafted, int a
                                const std::vector<double>& confidence, StorageReads read, const PassExperts& experts,
                                int64_t start) {
   const auto average = [](double& a, double v, bool first) { a = first ? v : (1 - kAverage) * a + kAverage * v; };
-  double& t = pass_seconds_[positions];
+  // Priced by the positions the pass ran: a K3 session replays what a rejection left in the next pass.
+  pairs_known_ = experts.positions > 0;
+  const int ran = pairs_known_ ? static_cast<int>(experts.positions) : positions;
+  replays_ = replays_ || ran > positions;
+  if (static_cast<size_t>(ran) >= pass_seconds_.size()) pass_seconds_.resize(ran + 1, 0.0), pass_pairs_.resize(ran + 1, 0.0);
+  double& t = pass_seconds_[ran];
   const bool first = t <= 0;
   average(t, seconds, first);
-  pairs_known_ = experts.positions > 0;
-  const double pairs = pairs_known_ ? static_cast<double>(experts.pairs.size()) : positions;
+  const double pairs = pairs_known_ ? static_cast<double>(experts.pairs.size()) : ran;
   if (pairs > 0) average(read_per_pair_, static_cast<double>(read.experts) / pairs, read_per_pair_ < 0);
-  if (experts.positions == positions) average(pass_pairs_[positions], pairs, pass_pairs_[positions] <= 0);
-  if (positions == 1) {
+  if (pairs_known_) average(pass_pairs_[ran], pairs, pass_pairs_[ran] <= 0);
+  if (ran == 1) {
     average(plain_spine_bytes_, static_cast<double>(read.spine), first);
-    if (experts.positions == 1) window_.add(start, experts.pairs);
+    if (pairs_known_) window_.add(start, experts.pairs);
   }
   // Guesses the target judged: those up to and including the first rejection.
   for (int i = 0; i < std::min(drafted, accepted + 1); ++i) observe(i < accepted, confidence, static_cast<size_t>(i));
@@ -200,12 +212,16 @@ std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) 
   const StorageReads before = target_.storage_reads();
   const auto t1 = Clock::now();
   const std::vector<float> logits = target_.append(pass, true, pass.size() == 1 ? PassKind::Decode : PassKind::Verify);
-  const double seconds = since(t1);
+  double seconds = since(t1);
   const StorageReads after = target_.storage_reads();
   const PassExperts experts = target_.last_pass_experts();
   const std::vector<int32_t> committed = verify_drafts(draft, logits, vocab_, sampler_);
   const int accepted = static_cast<int>(committed.size()) - 1;
-  if (accepted < static_cast<int>(draft.tokens.size())) target_.rewind(start + 1 + accepted);
+  if (accepted < static_cast<int>(draft.tokens.size())) {
+    const auto t2 = Clock::now();
+    target_.rewind(start + 1 + accepted);
+    seconds += since(t2);  // a replay that does not wait for the next pass runs here
+  }
 
   stats_.target_seconds += seconds;
   ++stats_.steps;

@@ -29,8 +29,13 @@
 //   E(k) = 1 + sum_{j<=k} prod_{i<=j} c_i committed tokens, c_i the calibrated confidence of
 //          guess i (scaled so that the window's predictions match its observed acceptance) where
 //          the drafter has one, else the windowed acceptance alpha for every i;
-//   k maximises E(k) / (t(k+1) + draft time), draft time measured per token (per call for a
-//          drafter with confidence, which drafts its block in one call); a width never measured
+//   k maximises E(k) / (t(k+1) + draft time + replay), draft time measured per token (per call
+//          for a drafter with confidence, which drafts its block in one call), replay: where the
+//          session was seen to replay (K3 restores its state from before the pass and runs the
+//          pending and accepted positions again in the next pass), the expected positions a
+//          rejection leaves (verify_cost.hpp) x what one more position adds to a pass; passes are
+//          timed by the positions they ran (a replay's included) together with their rewind
+//          (where a longer replay runs at once); a width never measured
 //          is tried only when predicted kExploreGain x faster than plain. When k = 0 wins the loop
 //          turns off (plain steps, a probe with a shadow guess every 32 steps, doubling up to 512
 //          while it still does not pay); acceptance is counted over the last kWindow guesses the
@@ -100,6 +105,9 @@ class SpeculativeDecoder {
   void learn(int positions, double seconds, int drafted, int accepted, const std::vector<double>& confidence,
              StorageReads read, const PassExperts& experts, int64_t start);
   void learn_draft(size_t guesses, double seconds);
+  // [k]: the expected replay a rejection among k guesses adds to the next pass (0 where the
+  // session never replayed), priced as extra positions.
+  std::vector<double> replay_seconds(const PassPrices& p, std::span<const double> accept) const;
   double expected_pairs(int positions) const;  // U(n)
   double acceptance() const;  // per guess, (accepted + 1) / (guesses + 2) over the window
   void observe(bool accepted, const std::vector<double>& confidence, size_t i);
@@ -113,10 +121,11 @@ class SpeculativeDecoder {
   std::deque<bool> outcomes_;         // the last kWindow judged guesses: accepted or not
   std::deque<std::pair<double, bool>> confident_;  // the last kWindow judged guesses with a confidence
   bool has_confidence_ = false;       // the drafter reports confidences
-  std::vector<double> pass_seconds_;  // [positions]: moving average, 0 = not measured
-  std::vector<double> pass_pairs_;    // [positions]: union pairs of measured passes, moving average
+  std::vector<double> pass_seconds_;  // [positions run]: moving average, 0 = not measured
+  std::vector<double> pass_pairs_;    // [positions run]: union pairs of measured passes, moving average
   ExpertUnionWindow window_;          // plain passes' pairs
   bool pairs_known_ = false;          // the session reports its passes' experts
+  bool replays_ = false;              // a pass ran more positions than it was given (K3's replay)
   double read_per_pair_ = -1;         // expert bytes read per requested pair (-1: none yet)
   double draft_token_seconds_ = 0, draft_call_seconds_ = 0;
   double plain_spine_bytes_ = 0;      // read by a plain pass: moving average

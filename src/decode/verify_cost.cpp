@@ -57,13 +57,25 @@ std::vector<double> expected_committed(std::span<const double> accept) {
   return out;
 }
 
-WidthChoice best_width(const PassPrices& p, std::span<const double> committed, std::span<const double> draft_seconds,
+std::vector<double> expected_replayed(std::span<const double> accept) {
+  std::vector<double> out{0.0};
+  double held = 1, replayed = 0;  // held: P(every guess so far holds)
+  for (size_t a = 0; a < accept.size(); ++a) {
+    const double c = std::clamp(accept[a], 0.0, 1.0);
+    replayed += held * (1 - c) * static_cast<double>(a + 1);
+    held *= c;
+    out.push_back(replayed);
+  }
+  return out;
+}
+
+WidthChoice best_width(const PassPrices& p, std::span<const double> committed, std::span<const double> extra_seconds,
                        double explore_gain) {
   WidthChoice best{0, 1.0 / p.plain_seconds};
   for (size_t k = 1; k < committed.size(); ++k) {
     const int n = static_cast<int>(k) + 1;
-    const double draft = k < draft_seconds.size() ? draft_seconds[k] : 0.0;
-    const double rate = committed[k] / (pass_seconds(p, n) + draft);
+    const double extra = k < extra_seconds.size() ? extra_seconds[k] : 0.0;
+    const double rate = committed[k] / (pass_seconds(p, n) + extra);
     const bool measured = n < static_cast<int>(p.measured.size()) && p.measured[n] > 0;
     if (!measured && rate * p.plain_seconds < explore_gain) continue;
     if (rate > best.rate) best = {static_cast<int>(k), rate};

@@ -9,7 +9,8 @@
 //     spine bytes (once a pass, whatever n) + expected union pairs(n) * read bytes per pair.
 //   expected_committed: tokens a pass commits with k guesses, 1 + sum_{j<=k} prod_{i<=j} c_i, where
 //     c_i is the probability that guess i holds given 1..i-1 did.
-//   best_width: the k that maximises committed tokens per second of pass and drafting.
+//   expected_replayed: the positions a rejection leaves to replay (K3), priced as extra positions.
+//   best_width: the k that maximises committed tokens per second of pass, drafting and replay.
 #pragma once
 
 #include <cstdint>
@@ -54,10 +55,16 @@ struct WidthChoice {
   int k = 0;
   double rate = 0;  // committed tokens per second
 };
-// Over k = 0..committed.size() - 1: committed[k] / (t(k + 1) + draft_seconds[k]) (k = 0: a plain
-// pass, draft_seconds[0] ignored). A width whose t was never measured is taken only when it is
+// accept as above: [k] = the positions a rejection among k guesses leaves to replay, expected:
+// sum over a < k of P(a guesses hold, then one fails) x (a + 1) (a session with a recurrent state,
+// K3, restores its snapshot from before the pass and replays the pending token and the a
+// accepted ones, in the next pass).
+std::vector<double> expected_replayed(std::span<const double> accept);
+
+// Over k = 0..committed.size() - 1: committed[k] / (t(k + 1) + extra_seconds[k]) (k = 0: a plain
+// pass, extra_seconds[0] ignored; extra: drafting and replay). A width whose t was never measured is taken only when it is
 // predicted at least `explore_gain` times as fast as a plain pass; else the best measured one.
-WidthChoice best_width(const PassPrices& p, std::span<const double> committed, std::span<const double> draft_seconds,
+WidthChoice best_width(const PassPrices& p, std::span<const double> committed, std::span<const double> extra_seconds,
                        double explore_gain);
 
 // Confidences scaled so that over the window (predicted, accepted) their mean matches the observed

@@ -36,6 +36,23 @@ class RandomDrafter final : public Drafter {
   std::mt19937_64 rng_{7};
 };
 
+// Another drafter's guesses with a confidence head that says `confidence` for every guess: the
+// adaptive loop then asks for max_k and lets the calibrated confidences cut the draft.
+class ConfidentDrafter final : public Drafter {
+ public:
+  ConfidentDrafter(Drafter& inner, double confidence) : inner_(inner), confidence_(confidence) {}
+  std::string name() const override { return "confident " + inner_.name(); }
+  Draft propose(std::span<const int32_t> context, int k) override {
+    Draft d = inner_.propose(context, k);
+    d.confidence.assign(d.tokens.size(), confidence_);
+    return d;
+  }
+
+ private:
+  Drafter& inner_;
+  double confidence_;
+};
+
 std::unique_ptr<Engine> open(const std::string& dir, int threads = 2) {
   EngineOptions o;
   o.model_dir = dir;
@@ -81,6 +98,7 @@ void check_identical(const std::string& target_dir, const std::string& draft_dir
   auto ngram = make_ngram_drafter();
   auto model = make_model_drafter(open(test::fixture(draft_dir)), SamplerOptions{});
   RandomDrafter random(vocab);
+  ConfidentDrafter confident(*model, 0.9);
   SpeculativeStats s_ngram, s_model, s_random, total_model{}, total_ngram{}, total_random{};
   int identical = 0, n = 0;
   for (const auto& prompt : prompts(vocab, set)) {
@@ -88,8 +106,9 @@ void check_identical(const std::string& target_dir, const std::string& draft_dir
     const auto a = generate(*target, ngram.get(), prompt, 20, 6, &s_ngram);
     const auto b = generate(*target, model.get(), prompt, 20, 4, &s_model);
     const auto c = generate(*target, &random, prompt, 20, 3, &s_random);
-    identical += (a == plain) + (b == plain) + (c == plain);
-    n += 3;
+    const auto d = generate(*target, &confident, prompt, 20, 4, nullptr, true);  // adaptive, cut by confidence
+    identical += (a == plain) + (b == plain) + (c == plain) + (d == plain);
+    n += 4;
     total_ngram.drafted += s_ngram.drafted, total_ngram.accepted += s_ngram.accepted;
     total_model.drafted += s_model.drafted, total_model.accepted += s_model.accepted;
     total_random.drafted += s_random.drafted, total_random.accepted += s_random.accepted;

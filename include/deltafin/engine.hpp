@@ -177,6 +177,16 @@ struct StorageReads {
   uint64_t experts = 0;  // routed experts missed by the cache (demand and prefetch)
 };
 
+// The routed experts a session's last forward pass requested: the union of its positions'
+// choices, each (layer, expert) once. What the speculative loop's cost model prices a pass from.
+struct PassExperts {
+  int64_t positions = 0;        // positions the pass ran (0: the engine does not say)
+  uint64_t selections = 0;      // (position, layer, top-k slot) choices
+  std::vector<uint64_t> pairs;  // the union: layer << 32 | expert, ascending
+  uint64_t bytes = 0;           // their records' bytes
+  uint64_t missed = 0;          // of the pairs, those not in memory nor being read when requested
+};
+
 class Session {
  public:
   virtual ~Session() = default;
@@ -192,6 +202,8 @@ class Session {
   // that only the forgotten positions of the last pass used go to the cold end of the cache.
   virtual void rewind(int64_t pos) = 0;
   virtual StorageReads storage_reads() const = 0;
+  // The routed experts of the last forward pass (positions 0: not known).
+  virtual PassExperts last_pass_experts() const { return {}; }
   // The state at position() as bytes (the latent KV cache rows 0..position()-1, K3's recurrent
   // state and conv windows), behind a header of the family, shapes and positions
   // (src/model/state_bytes.hpp). The values are this backend's: reloading is bit-identical within one backend.

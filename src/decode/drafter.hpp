@@ -28,8 +28,9 @@ namespace deltafin {
 struct Draft {
   std::vector<int32_t> tokens;          // d1..dk (k may be less than asked, or 0)
   std::vector<std::vector<double>> q;   // q_i over the vocabulary when sampled; empty: deterministic
-  // Per guess, the drafter's chance that it is accepted given the guesses before it were; empty:
-  // the drafter does not say.
+  // The drafter's predicted probability that guess i is accepted given guesses 1..i-1 were (a
+  // confidence head), one per guess; empty: the drafter has none. Only the speculative loop's
+  // choice of k reads it (calibrated against measured acceptance); it never decides a token.
   std::vector<double> confidence;
 };
 

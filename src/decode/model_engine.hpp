@@ -132,7 +132,9 @@ class ModelSession final : public Session {
       const bool last = done + m == total;
       std::vector<float> ignored(all_logits || last ? 0 : vocab);
       float* dst = all_logits ? logits.data() + done * vocab : last ? logits.data() : ignored.data();
+      const uint64_t selections = model_.stats().expert_selections;
       model_.forward(state_, fed.data() + done, m, start + done, dst, all_logits);
+      last_pass_ = {m, model_.stats().expert_selections - selections};
       done += m;
     }
     if (all_logits) logits.erase(logits.begin(), logits.begin() + replay * vocab);
@@ -151,6 +153,14 @@ class ModelSession final : public Session {
   int64_t position() const override { return position_; }
 
   StorageReads storage_reads() const override { return {stream_ ? stream_->bytes_read() : 0, store_.stats().bytes_read}; }
+
+  PassExperts last_pass_experts() const override {
+    const ExpertStore::PassRequests r = store_.pass_requests();
+    PassExperts out{last_pass_.first, last_pass_.second, r.pairs, r.bytes, r.missed};
+    std::sort(out.pairs.begin(), out.pairs.end());
+    out.pairs.erase(std::unique(out.pairs.begin(), out.pairs.end()), out.pairs.end());
+    return out;
+  }
 
   uint64_t state_bytes() const override {
     uint64_t bytes = F::state_bytes(state_);
@@ -236,6 +246,7 @@ class ModelSession final : public Session {
   int64_t chunk_, chunk_all_logits_;
   int64_t position_ = 0;
   std::vector<int32_t> history_;
+  std::pair<int64_t, uint64_t> last_pass_{0, 0};  // the last forward pass of append: positions, expert selections
   // K3 after a rewind: the recurrent state is at this position (< position_) and the next append
   // feeds history_ from here on before its tokens (-1: the state is at position_).
   int64_t replay_from_ = -1;

@@ -57,23 +57,38 @@ std::vector<int32_t> verify_drafts(const Draft& draft, std::span<const float> lo
 SpeculativeDecoder::SpeculativeDecoder(Session& target, Drafter* drafter, Sampler& sampler, int64_t vocab,
                                        const SpeculativeOptions& o)
     : target_(target), drafter_(drafter), sampler_(sampler), vocab_(vocab), options_(o),
-      pass_seconds_(static_cast<size_t>(std::max(o.max_k, 0)) + 2, 0.0) {
+      pass_seconds_(static_cast<size_t>(std::max(o.max_k, 0)) + 2, 0.0), pass_pairs_(pass_seconds_.size(), 0.0),
+      window_(std::max(o.max_k, 0) + 1) {
   if (drafter_) drafter_->bind(target_);
 }
 
-double SpeculativeDecoder::pass_seconds(int positions) const {
-  // t(n) = t(1) + (n - 1) * slope, the slope averaged over every measured wider pass, so one
-  // measurement informs every width. Before any: the share of a plain pass's reads that grows with
-  // the width (experts, per position; the streamed spine is read once a pass whatever its width)
-  // times t(1), reads taken to dominate a pass that reads at all; with no reads, t(1) / 3.
-  const double t1 = pass_seconds_[1];
-  double slope = 0;
-  int measured = 0;
+double SpeculativeDecoder::expected_pairs(int positions) const {
+  if (!pairs_known_) return positions;  // the session does not say: every position its own experts
+  if (pass_pairs_[positions] > 0 && positions > 1) return pass_pairs_[positions];
+  const double estimate = window_.expected_pairs(positions);
+  return estimate > 0 ? estimate : pass_pairs_[1] * positions;
+}
+
+PassPrices SpeculativeDecoder::prices() const {
+  PassPrices p;
+  p.plain_seconds = pass_seconds_[1];
+  p.measured = pass_seconds_;
+  p.read_bytes.assign(pass_seconds_.size(), 0.0);
+  const double per_pair = std::max(read_per_pair_, 0.0);
+  for (size_t n = 1; n < p.read_bytes.size(); ++n)
+    p.read_bytes[n] = plain_spine_bytes_ + expected_pairs(static_cast<int>(n)) * per_pair;
+  const double read1 = p.read_bytes[1];
+  p.seconds_per_byte = read1 > 0 ? p.plain_seconds / read1 : 0;
+  // C: what the measured widths leave unexplained by their extra reads, per extra position.
+  double c = 0;
+  int widths = 0;
   for (size_t n = 2; n < pass_seconds_.size(); ++n)
-    if (pass_seconds_[n] > 0) slope += (pass_seconds_[n] - t1) / static_cast<double>(n - 1), ++measured;
-  const double read = plain_spine_bytes_ + plain_expert_bytes_;
-  slope = measured ? std::max(0.0, slope / measured) : read > 0 ? t1 * plain_expert_bytes_ / read : t1 / 3.0;
-  return t1 + (positions - 1) * slope;
+    if (pass_seconds_[n] > 0) {
+      const double reads = (p.read_bytes[n] - read1) * p.seconds_per_byte;
+      c += (pass_seconds_[n] - p.plain_seconds - reads) / static_cast<double>(n - 1), ++widths;
+    }
+  p.position_seconds = widths ? std::max(0.0, c / widths) : read1 > 0 ? 0 : p.plain_seconds / 3.0;
+  return p;
 }
 
 int SpeculativeDecoder::choose_k() {
@@ -93,19 +108,12 @@ int SpeculativeDecoder::choose_k() {
     shadow_ = true;
     return 0;
   }
-  // Tokens per second with k guesses: E(k) = sum_{i<=k} alpha^i tokens for one pass of k+1
-  // positions plus k draft steps; k = 0 is a plain step.
-  int best = 0;
-  double best_rate = 1.0 / pass_seconds_[1];
-  double expected = 1.0;
-  const double alpha = acceptance();
-  for (int k = 1; k <= options_.max_k; ++k) {
-    expected += std::pow(alpha, k);
-    const double rate = expected / (pass_seconds(k + 1) + k * draft_token_seconds_);
-    if (rate > best_rate) best = k, best_rate = rate;
-  }
-  // A width never measured is only tried when the prior promises a clear gain.
-  if (best > 0 && pass_seconds_[best + 1] <= 0 && best_rate * pass_seconds_[1] < kExploreGain) best = 0;
+  const std::vector<double> accept(static_cast<size_t>(options_.max_k), acceptance());
+  const PassPrices p = prices();
+  std::vector<double> extra = replay_seconds(p, accept);
+  for (size_t k = 1; k < extra.size(); ++k)
+    extra[k] += has_confidence_ ? draft_call_seconds_ : static_cast<double>(k) * draft_token_seconds_;
+  const int best = best_width(p, expected_committed(accept), extra, kExploreGain).k;
   if (best == 0) {
     if (off_) probe_every_ = std::min(2 * probe_every_, kLastProbe);  // still not paying: wait longer
     off_ = true;
@@ -114,29 +122,66 @@ int SpeculativeDecoder::choose_k() {
   }
   off_ = false;
   probe_every_ = kFirstProbe;
-  return best;
+  return has_confidence_ ? options_.max_k : best;  // a block drafter's confidences cut it afterwards
 }
 
-void SpeculativeDecoder::learn(int positions, double seconds, int drafted, int accepted, double draft_seconds,
-                               StorageReads read) {
-  double& t = pass_seconds_[positions];
+int32_t SpeculativeDecoder::cut_by_confidence(Draft& draft) {
+  if (!options_.adaptive || draft.confidence.size() != draft.tokens.size()) return -1;
+  const std::vector<double> accept = calibrated(draft.confidence, confident_);
+  const PassPrices p = prices();  // the draft is made: its time is spent, only replays count
+  const size_t k = static_cast<size_t>(best_width(p, expected_committed(accept), replay_seconds(p, accept), kExploreGain).k);
+  if (k >= draft.tokens.size()) return -1;
+  ++stats_.confidence_cuts;
+  if (k == 0) return draft.tokens.front();
+  draft.tokens.resize(k);
+  draft.confidence.resize(k);
+  if (!draft.q.empty()) draft.q.resize(k);
+  return -1;
+}
+
+std::vector<double> SpeculativeDecoder::replay_seconds(const PassPrices& p, std::span<const double> accept) const {
+  std::vector<double> out = expected_replayed(accept);
+  const double position = std::max(0.0, pass_seconds(p, 2) - p.plain_seconds);  // one more position in a pass
+  for (double& r : out) r = replays_ ? r * position : 0.0;
+  return out;
+}
+
+void SpeculativeDecoder::learn_draft(size_t guesses, double seconds) {
+  if (guesses == 0) return;
+  const auto average = [](double& a, double v) { a = a > 0 ? (1 - kAverage) * a + kAverage * v : v; };
+  average(draft_token_seconds_, seconds / static_cast<double>(guesses));
+  average(draft_call_seconds_, seconds);
+}
+
+void SpeculativeDecoder::learn(int positions, double seconds, int drafted, int accepted,
+                               const std::vector<double>& confidence, StorageReads read, const PassExperts& experts,
+                               int64_t start) {
+  const auto average = [](double& a, double v, bool first) { a = first ? v : (1 - kAverage) * a + kAverage * v; };
+  // Priced by the positions the pass ran: a K3 session replays what a rejection left in the next pass.
+  pairs_known_ = experts.positions > 0;
+  const int ran = pairs_known_ ? static_cast<int>(experts.positions) : positions;
+  replays_ = replays_ || ran > positions;
+  if (static_cast<size_t>(ran) >= pass_seconds_.size()) pass_seconds_.resize(ran + 1, 0.0), pass_pairs_.resize(ran + 1, 0.0);
+  double& t = pass_seconds_[ran];
   const bool first = t <= 0;
-  const auto average = [first](double& a, double v) { a = first ? v : (1 - kAverage) * a + kAverage * v; };
-  average(t, seconds);
-  if (positions == 1) {
-    average(plain_spine_bytes_, static_cast<double>(read.spine));
-    average(plain_expert_bytes_, static_cast<double>(read.experts));
+  average(t, seconds, first);
+  const double pairs = pairs_known_ ? static_cast<double>(experts.pairs.size()) : ran;
+  if (pairs > 0) average(read_per_pair_, static_cast<double>(read.experts) / pairs, read_per_pair_ < 0);
+  if (pairs_known_) average(pass_pairs_[ran], pairs, pass_pairs_[ran] <= 0);
+  if (ran == 1) {
+    average(plain_spine_bytes_, static_cast<double>(read.spine), first);
+    if (pairs_known_) window_.add(start, experts.pairs);
   }
-  if (drafted > 0) {
-    for (int i = 0; i < drafted; ++i) observe(i < accepted);
-    const double per_token = draft_seconds / drafted;
-    draft_token_seconds_ = draft_token_seconds_ > 0 ? (1 - kAverage) * draft_token_seconds_ + kAverage * per_token : per_token;
-  }
+  // Guesses the target judged: those up to and including the first rejection.
+  for (int i = 0; i < std::min(drafted, accepted + 1); ++i) observe(i < accepted, confidence, static_cast<size_t>(i));
 }
 
-void SpeculativeDecoder::observe(bool accepted) {
+void SpeculativeDecoder::observe(bool accepted, const std::vector<double>& confidence, size_t i) {
   outcomes_.push_back(accepted);
   if (outcomes_.size() > kWindow) outcomes_.pop_front();
+  if (i >= confidence.size()) return;
+  confident_.emplace_back(confidence[i], accepted);
+  if (confident_.size() > kWindow) confident_.pop_front();
 }
 
 double SpeculativeDecoder::acceptance() const {
@@ -147,15 +192,19 @@ double SpeculativeDecoder::acceptance() const {
 std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) {
   const int k = choose_k();
   Draft draft;
-  double draft_seconds = 0;
   int32_t shadow = -1;  // a guess checked against the committed token, not verified in the pass
+  std::vector<double> shadow_confidence;
   if (k > 0 || shadow_) {
     const auto t0 = Clock::now();
     draft = drafter_->propose(context, std::max(k, 1));
-    draft_seconds = since(t0);
+    const double draft_seconds = since(t0);
     stats_.draft_seconds += draft_seconds;
-    if (k == 0) {
-      if (!draft.tokens.empty()) shadow = draft.tokens.front();
+    learn_draft(draft.tokens.size(), draft_seconds);
+    if (!draft.tokens.empty() && draft.confidence.size() == draft.tokens.size()) has_confidence_ = true;
+    if (k > 0) shadow = cut_by_confidence(draft);
+    else if (!draft.tokens.empty()) shadow = draft.tokens.front();
+    if (shadow >= 0) {
+      if (!draft.confidence.empty()) shadow_confidence = {draft.confidence.front()};
       draft = Draft{};
     }
   }
@@ -165,11 +214,16 @@ std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) 
   const StorageReads before = target_.storage_reads();
   const auto t1 = Clock::now();
   const std::vector<float> logits = target_.append(pass, true, pass.size() == 1 ? PassKind::Decode : PassKind::Verify);
-  const double seconds = since(t1);
+  double seconds = since(t1);
   const StorageReads after = target_.storage_reads();
+  const PassExperts experts = target_.last_pass_experts();
   const std::vector<int32_t> committed = verify_drafts(draft, logits, vocab_, sampler_);
   const int accepted = static_cast<int>(committed.size()) - 1;
-  if (accepted < static_cast<int>(draft.tokens.size())) target_.rewind(start + 1 + accepted);
+  if (accepted < static_cast<int>(draft.tokens.size())) {
+    const auto t2 = Clock::now();
+    target_.rewind(start + 1 + accepted);
+    seconds += since(t2);  // a replay that does not wait for the next pass runs here
+  }
 
   stats_.target_seconds += seconds;
   ++stats_.steps;
@@ -179,10 +233,10 @@ std::vector<int32_t> SpeculativeDecoder::step(std::span<const int32_t> context) 
     stats_.drafted += draft.tokens.size();
     stats_.accepted += accepted;
   }
-  learn(static_cast<int>(pass.size()), seconds, static_cast<int>(draft.tokens.size()), accepted, draft_seconds,
-        {after.spine - before.spine, after.experts - before.experts});
+  learn(static_cast<int>(pass.size()), seconds, static_cast<int>(draft.tokens.size()), accepted, draft.confidence,
+        {after.spine - before.spine, after.experts - before.experts}, experts, start);
   if (shadow >= 0) {
-    observe(committed.front() == shadow);
+    observe(committed.front() == shadow, shadow_confidence, 0);
     ++stats_.shadow_guesses;
     stats_.shadow_accepted += committed.front() == shadow;
   }

@@ -176,6 +176,7 @@ void ExpertStore::begin_pass() {
   std::lock_guard lock(mutex_);
   ++pass_;
   first_position_.clear();
+  pass_requests_ = {};
   policy_.begin_pass();
 }
 
@@ -184,8 +185,11 @@ void ExpertStore::request(int64_t layer, std::span<const int32_t> experts, std::
   policy_.at_layer(layer);
   for (size_t i = 0; i < experts.size(); ++i) {
     const int32_t expert = experts[i];
-    if (usage_[layer][expert]++ == 0) stats_.union_bytes += reader_.layout(layer, expert).payload;
+    const uint64_t payload = reader_.layout(layer, expert).payload;
+    if (usage_[layer][expert]++ == 0) stats_.union_bytes += payload;
     const Key k = key(layer, expert);
+    pass_requests_.pairs.push_back(k);
+    pass_requests_.bytes += payload;
     if (i < first_positions.size()) first_position_[k] = first_positions[i];
     auto it = entries_.find(k);
     if (it != entries_.end() && it->second.state == State::Failed) {
@@ -202,6 +206,7 @@ void ExpertStore::request(int64_t layer, std::span<const int32_t> experts, std::
       continue;
     }
     ++stats_.misses;
+    ++pass_requests_.missed;
     Entry& e = entries_[k];
     e.meta.layer = layer;
     e.meta.expert = expert;
@@ -214,6 +219,11 @@ void ExpertStore::request(int64_t layer, std::span<const int32_t> experts, std::
   for (auto& [k, e] : entries_)
     if (e.meta.layer == layer && e.prefetched && !e.wanted && e.state == State::Reading && e.cancel) e.cancel->store(true);
   issue_queued();
+}
+
+ExpertStore::PassRequests ExpertStore::pass_requests() const {
+  std::lock_guard lock(mutex_);
+  return pass_requests_;
 }
 
 void ExpertStore::prefetch(int64_t layer, std::span<const int32_t> experts, uint64_t byte_cap) {

@@ -97,6 +97,14 @@ class ExpertStore {
   void demote_from(int64_t position);
 
   ExpertStoreStats stats() const;
+  // What the current (or last) pass requested since begin_pass: (layer << 32 | expert) in
+  // request order (a pair requested again within the pass, rarely, appears twice), their records'
+  // bytes, and how many had to be read.
+  struct PassRequests {
+    std::vector<uint64_t> pairs;
+    uint64_t bytes = 0, missed = 0;
+  };
+  PassRequests pass_requests() const;
   uint64_t budget_bytes() const { return budget_; }
   // The pool's buffer: an expert's weights lie at ExpertWeights::offset in it.
   Buffer& pool_buffer() const { return pool_->buffer(); }
@@ -161,6 +169,7 @@ class ExpertStore {
   int reads_in_flight_ = 0;
   CachePolicy policy_;
   uint64_t pass_ = 0;
+  PassRequests pass_requests_;        // this pass's
   ExpertStoreStats stats_;
 };
 

@@ -1,6 +1,6 @@
 // The verify loop's cost model against fixed k (issue 39 item 4): on a storage-bound model with a
 // streamed spine (MEMORY_GB small), a scripted drafter of controlled acceptance, fixed k in
-// {1, 2, 3, 4, 6, 8} and the adaptive loop (max k 8) without a confidence head, with a calibrated
+// {1, 2, 4, 8} and the adaptive loop (max k 8) without a confidence head, with a calibrated
 // one (the true acceptance probability of each guess) and with a mis-calibrated one (its square
 // root: overconfident, compressed). The drafter proposes the target's own greedy continuation
 // (found by a plain run first); guess q holds with probability p_q = accept + 0.25 u_q (u_q in
@@ -116,7 +116,7 @@ int run(int argc, char** argv) {
 
   std::vector<Arm> arms;
   for (double accept : {0.3, 0.6, 0.9}) {
-    for (int k : {1, 2, 3, 4, 6, 8}) arms.push_back({accept, k, false, Confidence::None});
+    for (int k : {1, 2, 4, 8}) arms.push_back({accept, k, false, Confidence::None});
     for (Confidence c : {Confidence::None, Confidence::True, Confidence::Sqrt}) arms.push_back({accept, 8, true, c});
   }
   std::rotate(arms.begin(), arms.begin() + static_cast<std::ptrdiff_t>(run_index % arms.size()), arms.end());

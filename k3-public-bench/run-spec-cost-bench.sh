@@ -2,7 +2,7 @@
 # The verify loop's cost model against the best fixed k (issue 39 item 4): build/spec_cost_bench on
 # the synthetic K3-shaped model of run-bench.sh with its spine streamed (--memory-gb small) and a
 # small expert cache, reading from the model directory (no placement), with scripted drafts of
-# acceptance 0.3, 0.6 and 0.9: fixed k in {0, 1, 2, 3, 4, 6, 8} and the adaptive loop (max k 8)
+# acceptance 0.3, 0.6 and 0.9: fixed k in {0, 1, 2, 4, 8} and the adaptive loop (max k 8)
 # without a confidence head, with a calibrated one and with a mis-calibrated one. --runs runs of
 # every arm (the order rotated per run, the page cache dropped before each run); the summary takes
 # medians and checks that every arm generated the plain run's ids.

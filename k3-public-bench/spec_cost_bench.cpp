@@ -1,6 +1,6 @@
 // The verify loop's cost model against fixed k (issue 39 item 4): on a storage-bound model with a
 // streamed spine (MEMORY_GB small), a scripted drafter of controlled acceptance, fixed k in
-// {1, 2, 3, 4, 6, 8} and the adaptive loop (max k 8) without a confidence head, with a calibrated
+// {1, 2, 4, 8} and the adaptive loop (max k 8) without a confidence head, with a calibrated
 // one (the true acceptance probability of each guess) and with a mis-calibrated one (its square
 // root: overconfident, compressed). The drafter proposes the target's own greedy continuation
 // (found by a plain run first); guess q holds with probability p_q = accept + 0.25 u_q (u_q in
@@ -23,6 +23,7 @@
 #include "decode/drafter.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
+#include "spec_generation.hpp"
 
 using namespace deltafin;
 
@@ -60,33 +61,6 @@ class ScriptedDrafter final : public Drafter {
   Confidence confidence_;
 };
 
-struct Result {
-  std::vector<int32_t> ids;
-  double seconds = 0;
-  EngineStats before, after;
-  SpeculativeStats spec;
-};
-
-Result generate(const EngineOptions& o, const std::vector<int32_t>& prompt, int tokens, Drafter* drafter,
-                const SpeculativeOptions& so) {
-  auto engine = Engine::open(o);
-  auto session = engine->new_session();
-  Sampler sampler(SamplerOptions{});
-  Result r;
-  std::vector<int32_t> context = prompt;
-  context.push_back(sampler.sample(session->append(prompt, false)));
-  SpeculativeDecoder decoder(*session, drafter, sampler, engine->summary().vocab_size, so);
-  r.before = engine->stats();
-  const auto t0 = std::chrono::steady_clock::now();
-  while (static_cast<int>(context.size() - prompt.size()) < tokens)
-    for (int32_t t : decoder.step(context)) context.push_back(t);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.after = engine->stats();
-  r.spec = decoder.stats();
-  r.ids.assign(context.begin() + static_cast<std::ptrdiff_t>(prompt.size()), context.end());
-  r.ids.resize(tokens);
-  return r;
-}
 
 struct Arm {
   double accept;
@@ -116,17 +90,17 @@ int run(int argc, char** argv) {
 
   std::vector<Arm> arms;
   for (double accept : {0.3, 0.6, 0.9}) {
-    for (int k : {1, 2, 3, 4, 6, 8}) arms.push_back({accept, k, false, Confidence::None});
+    for (int k : {1, 2, 4, 8}) arms.push_back({accept, k, false, Confidence::None});
     for (Confidence c : {Confidence::None, Confidence::True, Confidence::Sqrt}) arms.push_back({accept, 8, true, c});
   }
   std::rotate(arms.begin(), arms.begin() + static_cast<std::ptrdiff_t>(run_index % arms.size()), arms.end());
   // The plain run (k = 0) first: its ids are the script and the reference.
-  const Result plain = generate(o, prompt, tokens, nullptr, {0, false});
+  const bench::SpecRun plain = bench::timed_generation(o, prompt, tokens, nullptr, {0, false});
   const std::vector<int32_t> script(plain.ids.begin(), plain.ids.end());
   arms.insert(arms.begin(), {0, 0, false, Confidence::None});
   for (const Arm& a : arms) {
     ScriptedDrafter drafter(script, prompt.size(), a.accept, a.confidence);
-    const Result r = a.k == 0 ? plain : generate(o, prompt, tokens, &drafter, {a.k, a.adaptive});
+    const bench::SpecRun r = a.k == 0 ? plain : bench::timed_generation(o, prompt, tokens, &drafter, {a.k, a.adaptive});
     const double committed = static_cast<double>(r.spec.committed);
     std::printf("{\"run\": %d, \"accept\": %.2f, \"k\": %d, \"adaptive\": %s, \"confidence\": \"%s\", \"tok_s\": %.4f, "
                 "\"steps\": %llu, \"verify_passes\": %llu, \"drafted\": %llu, \"accepted\": %llu, \"committed\": %llu, "

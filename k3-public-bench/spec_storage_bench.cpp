@@ -18,6 +18,7 @@
 #include "decode/drafter.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
+#include "spec_generation.hpp"
 
 using namespace deltafin;
 
@@ -43,33 +44,6 @@ class ScriptedDrafter final : public Drafter {
   std::uniform_real_distribution<double> coin_{0.0, 1.0};
 };
 
-struct Result {
-  std::vector<int32_t> ids;
-  double seconds;
-  EngineStats before, after;
-  SpeculativeStats spec;
-};
-
-Result generate(const EngineOptions& o, const std::vector<int32_t>& prompt, int tokens, Drafter* drafter,
-                const SpeculativeOptions& so) {
-  auto engine = Engine::open(o);
-  auto session = engine->new_session();
-  Sampler sampler(SamplerOptions{});
-  Result r;
-  std::vector<int32_t> context = prompt;
-  context.push_back(sampler.sample(session->append(prompt, false)));
-  SpeculativeDecoder decoder(*session, drafter, sampler, engine->summary().vocab_size, so);
-  r.before = engine->stats();
-  const auto t0 = std::chrono::steady_clock::now();
-  while (static_cast<int>(context.size() - prompt.size()) < tokens)
-    for (int32_t t : decoder.step(context)) context.push_back(t);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.after = engine->stats();
-  r.spec = decoder.stats();
-  r.ids.assign(context.begin() + static_cast<std::ptrdiff_t>(prompt.size()), context.end());
-  r.ids.resize(tokens);
-  return r;
-}
 
 }  // namespace
 
@@ -87,8 +61,8 @@ int run(int argc, char** argv) {
   std::vector<int32_t> prompt;
   for (int i = 1; i <= 16; ++i) prompt.push_back(i);
 
-  const Result plain = generate(o, prompt, tokens, nullptr, {0, false});
-  auto report = [&](const char* arm, double accept, int k, bool adaptive, const Result& r) {
+  const bench::SpecRun plain = bench::timed_generation(o, prompt, tokens, nullptr, {0, false});
+  auto report = [&](const char* arm, double accept, int k, bool adaptive, const bench::SpecRun& r) {
     const uint64_t bytes = r.after.expert_bytes_read - r.before.expert_bytes_read;
     const uint64_t spine = r.after.spine_bytes_read - r.before.spine_bytes_read;
     const uint64_t committed = r.spec.committed;
@@ -108,10 +82,10 @@ int run(int argc, char** argv) {
   for (double accept : {1.0, 0.7, 0.0}) {
     for (int k : {1, 2, 4}) {
       ScriptedDrafter drafter(script, prompt.size(), accept);
-      report("fixed-k", accept, k, false, generate(o, prompt, tokens, &drafter, {k, false}));
+      report("fixed-k", accept, k, false, bench::timed_generation(o, prompt, tokens, &drafter, {k, false}));
     }
     ScriptedDrafter drafter(script, prompt.size(), accept);
-    report("adaptive", accept, 4, true, generate(o, prompt, tokens, &drafter, {4, true}));
+    report("adaptive", accept, 4, true, bench::timed_generation(o, prompt, tokens, &drafter, {4, true}));
   }
   return 0;
 }

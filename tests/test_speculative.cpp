@@ -14,6 +14,7 @@
 #include "decode/drafter.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
+#include "sampled_speculation.hpp"
 #include "test_util.hpp"
 
 using namespace deltafin;
@@ -202,33 +203,13 @@ namespace {
 void check_sampled_distribution(uint64_t draws) {
   auto target = open(test::fixture("k2_tiny"), 1);  // tiny matrices: one thread is fastest
   const SamplerOptions sampling{1.0f, 8, 1.0f, 0.0f, 5};  // temperature 1, top-k 8: a small vocabulary
-  Sampler sampler(sampling);
   auto drafter = make_model_drafter(open(test::fixture("k3_tiny"), 1), sampling);
-  auto session = target->new_session();
-  const std::vector<int32_t> prompt = {5, 17, 99, 4};
-  const int64_t vocab = target->summary().vocab_size;
-  session->append(prompt, false);
-  const int32_t pending = 42;
-  const int64_t start = session->position();
-  // The exact distribution of the token after `pending`.
-  const std::vector<double> p = sampler.distribution(session->append(std::vector<int32_t>{pending}, false));
-  session->rewind(start);
-  std::vector<int32_t> context = prompt;
-  context.push_back(pending);
-  SpeculativeDecoder decoder(*session, drafter.get(), sampler, vocab, {2, false});
-  std::vector<uint64_t> counts(vocab, 0);
-  for (uint64_t i = 0; i < draws; ++i) {
-    ++counts[decoder.step(context).front()];
-    session->rewind(start);
-  }
-  int support = 0;
-  for (double v : p) support += v > 0;
-  const SpeculativeStats& s = decoder.stats();
-  INFO("chi-square " << test::chi_square(counts, p, draws) << " over " << support << " tokens; draft accepted " << s.accepted
-                     << " of " << s.drafted);
-  CHECK(s.accepted > 0);
-  CHECK(s.accepted < s.drafted);
-  CHECK(test::chi_square(counts, p, draws) < test::chi_square_limit(support - 1));
+  const test::SampledSpeculation r = test::sample_first_tokens(*target, *drafter, sampling, {5, 17, 99, 4}, 42, 2, draws);
+  INFO("chi-square " << r.chi_square << " over " << r.support << " tokens; draft accepted " << r.stats.accepted << " of "
+                     << r.stats.drafted);
+  CHECK(r.stats.accepted > 0);
+  CHECK(r.stats.accepted < r.stats.drafted);
+  CHECK(r.chi_square < r.limit);
 }
 
 TEST_CASE("prompt lookup proposes what followed the latest earlier match", "[speculative]") {

@@ -103,7 +103,9 @@ int SpeculativeDecoder::choose_k() {
   // Plain steps that learn first (and, while speculating, keep t(1) current): the drafter guesses
   // alongside ("shadow" guesses, checked against the token the target commits), which measures
   // acceptance without spending target reads on guesses.
-  if (pass_seconds_[1] <= 0 || outcomes_.size() < kMinOutcomes || (!off_ && ++since_plain_ >= kPlainEvery)) {
+  // A drafter with a confidence head is trusted from its first guesses (calibrated as outcomes come).
+  if (pass_seconds_[1] <= 0 || (!has_confidence_ && outcomes_.size() < kMinOutcomes) ||
+      (!off_ && ++since_plain_ >= kPlainEvery)) {
     since_plain_ = 0;
     shadow_ = true;
     return 0;

@@ -84,7 +84,7 @@ class SpeculativeDecoder {
   static constexpr uint64_t kFirstProbe = 32, kLastProbe = 512;  // plain steps between probes while off (doubling)
   static constexpr size_t kWindow = 32;                             // guesses the acceptance estimate remembers
   static constexpr uint64_t kPlainEvery = 16;  // while speculating, one plain step this often keeps its cost current
-  static constexpr size_t kMinOutcomes = 3;    // guesses seen before speculating at all
+  static constexpr size_t kMinOutcomes = 3;    // guesses seen before speculating at all (none with a confidence head)
   static constexpr double kExploreGain = 1.1;  // a width never measured is tried when predicted this much faster than plain
 
   // drafter nullptr: plain decoding (one position per pass).

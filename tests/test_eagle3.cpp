@@ -18,6 +18,7 @@
 #include "decode/drafter.hpp"
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
+#include "sampled_speculation.hpp"
 #include "test_util.hpp"
 #include "util/error.hpp"
 #include "util/npy.hpp"
@@ -279,31 +280,12 @@ TEST_CASE("Sampled decoding with EAGLE-3 drafts draws from the target's distribu
           "[eagle3][speculative]") {
   auto engine = open_with_eagle3("k3_tiny", test::fixture("k3_tiny_eagle3"), 1);
   const SamplerOptions sampling{1.0f, 40, 1.0f, 0.0f, 9};  // temperature 1, top-k 40
-  Sampler sampler(sampling);
   auto drafter = make_builtin_drafter(sampling, "eagle3");
-  auto session = engine->new_session();
-  const std::vector<int32_t> prompt{225, 107, 129, 197, 181, 172};
-  const int64_t vocab = engine->summary().vocab_size;
-  session->append(prompt, false);
-  const int32_t pending = 316;
-  const int64_t start = session->position();
-  const std::vector<double> p = sampler.distribution(session->append(std::vector<int32_t>{pending}, false));
-  session->rewind(start);
-  std::vector<int32_t> context = prompt;
-  context.push_back(pending);
-  SpeculativeDecoder decoder(*session, drafter.get(), sampler, vocab, {3, false});
-  const uint64_t draws = 4000;
-  std::vector<uint64_t> counts(vocab, 0);
-  for (uint64_t i = 0; i < draws; ++i) {
-    ++counts[decoder.step(context).front()];
-    session->rewind(start);
-  }
-  int support = 0;
-  for (double v : p) support += v > 0;
-  const SpeculativeStats& s = decoder.stats();
-  INFO("chi-square " << test::chi_square(counts, p, draws) << " over " << support << " tokens; EAGLE-3 accepted "
-                     << s.accepted << " of " << s.drafted);
-  CHECK(s.drafted > 0);
-  CHECK(s.accepted < s.drafted);
-  CHECK(test::chi_square(counts, p, draws) < test::chi_square_limit(support - 1));
+  const test::SampledSpeculation r =
+      test::sample_first_tokens(*engine, *drafter, sampling, {225, 107, 129, 197, 181, 172}, 316, 3, 4000);
+  INFO("chi-square " << r.chi_square << " over " << r.support << " tokens; EAGLE-3 accepted " << r.stats.accepted
+                     << " of " << r.stats.drafted);
+  CHECK(r.stats.accepted > 0);
+  CHECK(r.stats.accepted < r.stats.drafted);
+  CHECK(r.chi_square < r.limit);
 }

@@ -19,11 +19,16 @@
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
 #include "sampled_speculation.hpp"
+#include "builtin_drafter_util.hpp"
 #include "test_util.hpp"
 #include "util/error.hpp"
 #include "util/npy.hpp"
 
 using namespace deltafin;
+using test::draft_greedy;
+using test::Drafted;
+using test::ints;
+using test::max_diff;
 
 namespace {
 
@@ -31,43 +36,10 @@ namespace {
 // through the drafter that moves logits by up to ~5e-4 (the script's perturbation check).
 constexpr double kTolerance = 2e-3;
 
-std::unique_ptr<Engine> open_with_dspark(const std::string& target, const std::string& draft, int threads = 2,
+std::unique_ptr<Engine> open_with_dspark(const std::string& target, const std::string& dir, int threads = 2,
                                          const std::string& backend = "cpu") {
-  EngineOptions o;
-  o.backend = backend;
-  o.model_dir = test::fixture(target);
-  o.dspark_dir = draft;
-  o.threads = threads;
-  o.cache_gb = 0.5;
-  return Engine::open(o);
+  return test::open_with_drafter(test::BuiltInDrafter::DSpark, target, dir, threads, backend);
 }
-
-std::vector<int32_t> ints(simdjson::dom::element e) {
-  std::vector<int32_t> out;
-  for (int64_t v : e.get_array()) out.push_back(static_cast<int32_t>(v));
-  return out;
-}
-
-struct Drafted {
-  BlockDraft block;
-  std::vector<float> logits;  // [k, vocab] as the drafter chose from them
-};
-
-Drafted draft_greedy(Session& session, int32_t anchor, int k) {
-  Drafted d;
-  d.block = session.draft_block(anchor, k, [&](std::span<const float> row) {
-    d.logits.insert(d.logits.end(), row.begin(), row.end());
-    return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-  });
-  return d;
-}
-
-double max_diff(std::span<const float> a, std::span<const float> b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
-  return m;
-}
-
 
 // The engine's drafts on `backend` against the numpy reference.
 void check_against_reference(const std::string& backend) {

@@ -19,52 +19,25 @@
 #include "decode/sampler.hpp"
 #include "decode/speculative.hpp"
 #include "sampled_speculation.hpp"
+#include "builtin_drafter_util.hpp"
 #include "test_util.hpp"
 #include "util/error.hpp"
 #include "util/npy.hpp"
 
 using namespace deltafin;
+using test::draft_greedy;
+using test::Drafted;
+using test::ints;
+using test::max_diff;
 
 namespace {
 
 // The engine's own hidden rows differ from the release code's by up to ~3e-4 (test_golden_k3).
 constexpr double kTolerance = 2e-3;
 
-std::unique_ptr<Engine> open_with_eagle3(const std::string& target, const std::string& head, int threads = 2,
+std::unique_ptr<Engine> open_with_eagle3(const std::string& target, const std::string& dir, int threads = 2,
                                          const std::string& backend = "cpu") {
-  EngineOptions o;
-  o.backend = backend;
-  o.model_dir = test::fixture(target);
-  o.eagle3_dir = head;
-  o.threads = threads;
-  o.cache_gb = 0.5;
-  return Engine::open(o);
-}
-
-std::vector<int32_t> ints(simdjson::dom::element e) {
-  std::vector<int32_t> out;
-  for (int64_t v : e.get_array()) out.push_back(static_cast<int32_t>(v));
-  return out;
-}
-
-struct Drafted {
-  BlockDraft block;
-  std::vector<float> logits;  // [k, vocab] as the head chose from them
-};
-
-Drafted draft_greedy(Session& session, int32_t anchor, int k) {
-  Drafted d;
-  d.block = session.draft_block(anchor, k, [&](std::span<const float> row) {
-    d.logits.insert(d.logits.end(), row.begin(), row.end());
-    return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-  });
-  return d;
-}
-
-double max_diff(std::span<const float> a, std::span<const float> b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
-  return m;
+  return test::open_with_drafter(test::BuiltInDrafter::Eagle3, target, dir, threads, backend);
 }
 
 // A copy of a fixture head with its config.json edited (from -> to, each must occur).

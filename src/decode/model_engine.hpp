@@ -37,13 +37,13 @@
 
 #include "backend/backend.hpp"
 #include "decode/host_engine.hpp"
-#include "model/drafter_memory.hpp"
 #include "decode/memory_plan.hpp"
-#include "model/dspark_model.hpp"
-#include "model/eagle3_model.hpp"
 #include "decode/state_fingerprint.hpp"
 #include "io/expert_reader.hpp"
 #include "io/expert_store.hpp"
+#include "model/drafter_memory.hpp"
+#include "model/dspark_model.hpp"
+#include "model/eagle3_model.hpp"
 #include "model/routed_experts.hpp"
 #include "weights/routing_trace.hpp"
 #include "io/spine_stream.hpp"
@@ -222,8 +222,7 @@ class ModelSession final : public Session {
 
   BlockDraft draft_block(int32_t pending, int k, const ChooseGuess& choose) override {
     if constexpr (F::kBlockDrafter) {
-      BlockGuesses g = model_.draft_block(state_, pending, position_, k, choose);
-      return {std::move(g.tokens), std::move(g.confidence)};
+      return model_.draft_block(state_, pending, position_, k, choose);
     } else {
       (void)pending, (void)k, (void)choose;
       return {};

@@ -73,9 +73,9 @@ void DSparkModel::add_context(DrafterState& base, const Tensor& rows, const int3
   if (start <= state.context_end) state.context_end = start + n;
 }
 
-BlockGuesses DSparkModel::draft(DrafterState& base, int32_t anchor, int64_t pos, int k, const ChooseToken& choose) {
+BlockDraft DSparkModel::draft(DrafterState& base, int32_t anchor, int64_t pos, int k, const ChooseGuess& choose) {
   DSparkState& state = static_cast<DSparkState&>(base);
-  BlockGuesses out;
+  BlockDraft out;
   if (k <= 0 || pos <= 0 || state.context_end < pos) return out;
   const DSparkConfig& c = config_;
   const int64_t h = c.hidden_size, r = c.markov_rank, vocab = c.vocab_size;

@@ -52,7 +52,7 @@ class DSparkModel final : public HiddenDrafter {
   // Context from the target's pass (its tokens are not needed: a context vector per position).
   void add_context(DrafterState& state, const Tensor& rows, const int32_t* tokens, int64_t start) override;
   // From context rows [0, pos).
-  BlockGuesses draft(DrafterState& state, int32_t anchor, int64_t pos, int k, const ChooseToken& choose) override;
+  BlockDraft draft(DrafterState& state, int32_t anchor, int64_t pos, int k, const ChooseGuess& choose) override;
 
  private:
   struct Layer {

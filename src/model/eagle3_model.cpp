@@ -134,9 +134,9 @@ void Eagle3Model::add_context(DrafterState& base, const Tensor& rows, const int3
   write_latent(backend_, mla_, attention_, state.cache, 0, ckv, first);
 }
 
-BlockGuesses Eagle3Model::draft(DrafterState& base, int32_t anchor, int64_t pos, int k, const ChooseToken& choose) {
+BlockDraft Eagle3Model::draft(DrafterState& base, int32_t anchor, int64_t pos, int k, const ChooseGuess& choose) {
   Eagle3State& state = static_cast<Eagle3State&>(base);
-  BlockGuesses out;
+  BlockDraft out;
   if (k <= 0 || pos <= 0 || state.context_end < pos || state.rows_count == 0 || pos - 1 < state.rows_start ||
       pos - 1 >= state.rows_start + state.rows_count)
     return out;

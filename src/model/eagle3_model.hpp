@@ -53,7 +53,7 @@ class Eagle3Model final : public HiddenDrafter {
   std::unique_ptr<DrafterState> new_state() const override;
   void add_context(DrafterState& state, const Tensor& rows, const int32_t* tokens, int64_t start) override;
   // Needs context rows [0, pos - 1) and g_{pos-1}; none otherwise.
-  BlockGuesses draft(DrafterState& state, int32_t anchor, int64_t pos, int k, const ChooseToken& choose) override;
+  BlockDraft draft(DrafterState& state, int32_t anchor, int64_t pos, int k, const ChooseGuess& choose) override;
 
  private:
   // kv_a of [x, 0] (half 0) or [0, x] (half 1) for rows x [n, hidden] into out [n, kv_lora + rope].

@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include <deltafin/engine.hpp>
+
 #include "backend/backend.hpp"
 
 namespace deltafin {
@@ -21,16 +23,8 @@ struct DrafterState {
   virtual void forget() = 0;  // no pass covered the positions: no context, no guesses
 };
 
-// A block's guesses: tokens[i] and the drafter's chance that it is accepted given the ones
-// before were (empty when the drafter does not say).
-struct BlockGuesses {
-  std::vector<int32_t> tokens;
-  std::vector<double> confidence;
-};
-
-// Picks row i's token from its logits [vocab].
-using ChooseToken = std::function<int32_t(std::span<const float> logits)>;
-
+// The guesses are Session::draft_block's BlockDraft, each picked by its ChooseGuess
+// (include/deltafin/engine.hpp).
 class HiddenDrafter {
  public:
   virtual ~HiddenDrafter() = default;
@@ -43,7 +37,7 @@ class HiddenDrafter {
   virtual void add_context(DrafterState& state, const Tensor& rows, const int32_t* tokens, int64_t start) = 0;
   // Up to k guesses after `anchor`, the pending token at position `pos` (none when the state
   // lacks the context).
-  virtual BlockGuesses draft(DrafterState& state, int32_t anchor, int64_t pos, int k, const ChooseToken& choose) = 0;
+  virtual BlockDraft draft(DrafterState& state, int32_t anchor, int64_t pos, int k, const ChooseGuess& choose) = 0;
 };
 
 }  // namespace deltafin

@@ -122,7 +122,7 @@ K3State K3Model::new_state() const {
   return s;
 }
 
-BlockGuesses K3Model::draft_block(K3State& state, int32_t anchor, int64_t pos, int k, const ChooseToken& choose) {
+BlockDraft K3Model::draft_block(K3State& state, int32_t anchor, int64_t pos, int k, const ChooseGuess& choose) {
   if (!drafter_ || !state.draft) return {};
   return drafter_->draft(*state.draft, anchor, pos, k, choose);
 }

@@ -88,7 +88,7 @@ class K3Model {
   void set_drafter(HiddenDrafter* drafter) { drafter_ = drafter; }
   bool has_drafter() const { return drafter_ != nullptr; }
   // Up to k guesses after `anchor` at position `pos` of `state` (HiddenDrafter::draft).
-  BlockGuesses draft_block(K3State& state, int32_t anchor, int64_t pos, int k, const ChooseToken& choose);
+  BlockDraft draft_block(K3State& state, int32_t anchor, int64_t pos, int k, const ChooseGuess& choose);
   // The embedding and lm_head, which a drafter shares.
   const Weight& embedding() const { return embed_.weight; }
   const Weight& lm_head() const { return lm_head_.weight; }

@@ -20,6 +20,7 @@ report=${2:-${OUT:-gpu-report}}
 mkdir -p "$report"
 report=$(cd "$report" && pwd)
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[ -f "$bundle/mpi/env.sh" ] && . "$bundle/mpi/env.sh"  # Open MPI, which the binaries load
 export DELTAFIN_TEXT_REF="$bundle/text-ref"
 # The test binary names its fixtures and the CLI by the paths of the build machine's clone:
 # point it at this tree.

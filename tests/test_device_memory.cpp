@@ -13,6 +13,7 @@
 
 #include "decode/memory_plan.hpp"
 #include "decode/model_engine.hpp"
+#include "hosts/local_device.hpp"
 #include "io/landing.hpp"
 #include "model/k2_model.hpp"
 #include "model/k3_model.hpp"
@@ -230,6 +231,27 @@ TEST_CASE("on the CPU --device-memory-gb is the one budget: a streamed spine giv
   const auto first_line = [](const std::string& text) { return text.substr(0, text.find('\n')); };
   CHECK(first_line(streamed.output) == first_line(resident.output));
   test::check_contains(streamed.output, "budget    0.0345 GB (--device-memory-gb): spine 0.0000 GB resident + 0.0098 GB streamed");
+}
+
+TEST_CASE("mpirun ranks take a machine's GPUs in turn, and ranks sharing one split its default budget", "[device-memory][hosts]") {
+  // 2 ranks on 2 GPUs: one each; 4 on 2: two each; 3 on 2: device 0 has two; 2 on 1: both on 0.
+  CHECK(hosts::local_device(0, 2, 2).device == 0);
+  CHECK(hosts::local_device(1, 2, 2).device == 1);
+  CHECK(hosts::local_device(1, 2, 2).sharers == 1);
+  CHECK(hosts::local_device(3, 4, 2).device == 1);
+  CHECK(hosts::local_device(3, 4, 2).sharers == 2);
+  CHECK(hosts::local_device(2, 3, 2).sharers == 2);
+  CHECK(hosts::local_device(1, 3, 2).sharers == 1);
+  CHECK(hosts::local_device(1, 2, 1).device == 0);
+  CHECK(hosts::local_device(1, 2, 1).sharers == 2);
+  CHECK(hosts::local_device(0, 1, 0).sharers == 1);
+  CHECK(hosts::this_rank_device(4).device == 0);  // no mpirun here: device 0 alone
+  // 80 GB of which 79 GB free: less 1.6 GB (2%), then halved for two ranks on the card.
+  const DefaultBudget alone = default_device_budget(79'000'000'000, 80'000'000'000);
+  const DefaultBudget shared = default_device_budget(79'000'000'000, 80'000'000'000, 2);
+  CHECK(alone.bytes == 77'400'000'000);
+  CHECK(shared.bytes == 38'700'000'000);
+  test::check_contains(shared.source, "split between the 2 ranks of this run on the device");
 }
 
 TEST_CASE("the landing helper writes in place where the host can, else through staging and one copy", "[device-memory]") {

@@ -83,6 +83,7 @@ struct MemoryPool {
   bool host_visible = false;  // the host reads and writes it directly (Buffer::host())
   uint64_t size = 0;          // bytes in all (0: unknown)
   uint64_t free = 0;          // bytes this process can still take now (0: unknown)
+  int sharers = 1;            // processes of this run that plan in it (MPI ranks sharing one GPU)
 };
 
 // The host's memory as one pool named `name`: the machine's physical memory, and what this
@@ -193,9 +194,12 @@ class Backend {
 // The CPU backend with `threads` workers (0: one per CPU this process can use: util/cpus_available.hpp).
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 
-// The CUDA backend on `device`; throws deltafin::Error in one line when the build has no CUDA
-// (configure with -DDELTAFIN_CUDA=ON) or no device is present.
-std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+// The CUDA backend on `device`, which `sharers` processes of this run use (MPI ranks on one GPU:
+// its device pool says so, and each takes its share of the default budget); throws
+// deltafin::Error in one line when the build has no CUDA (configure with -DDELTAFIN_CUDA=ON) or
+// no such device is present.
+std::unique_ptr<Backend> make_cuda_backend(int device = 0, int sharers = 1);
+int cuda_device_count();  // 0 without CUDA or a driver
 bool cuda_device_present();
 
 // The Metal backend on the system's default GPU (Apple Silicon); throws deltafin::Error in one

@@ -5,10 +5,11 @@
 
 namespace deltafin {
 
-std::unique_ptr<Backend> make_cuda_backend(int) {
+std::unique_ptr<Backend> make_cuda_backend(int, int) {
   fail("--backend cuda: this build has no CUDA backend (configure with -DDELTAFIN_CUDA=ON)");
 }
 
+int cuda_device_count() { return 0; }
 bool cuda_device_present() { return false; }
 
 }  // namespace deltafin

@@ -2,7 +2,7 @@
 // expert bytes it read and at what rate (over its busiest drive's busy time), its cache hits, the
 // time it spent running rank 0's requests (and of that, waiting for reads), and rank 0's wait for
 // it with the network's part of that wait (hosts/host_experts.hpp). Also their JSON
-// (--stats-json "hosts", with the decode's own expert bytes).
+// (--stats-json "hosts", with the decode's own expert bytes, network, wait, round trips and bytes).
 #include "cli/receipt_format.hpp"
 #include "util/json_string.hpp"
 
@@ -40,11 +40,14 @@ std::string hosts_json(const EngineStats& s, const EngineStats& before) {
         "{}\n    {{\"rank\": {}, \"name\": {}, \"expert_runs\": {}, \"expert_bytes_read\": {}, \"hits\": {}, \"misses\": {}, "
         "\"cache_budget\": {}, \"busy_seconds\": {:.6f}, \"io_wait_seconds\": {:.6f}, \"drive_busy_seconds\": {:.6f}, "
         "\"round_trips\": {}, \"round_trip_seconds\": {:.6f}, \"network_seconds\": {:.6f}, \"stall_seconds\": {:.6f}, "
-        "\"bytes_to\": {}, \"bytes_from\": {}, \"decode_expert_bytes_read\": {}, \"decode_network_seconds\": {:.6f}}}",
+        "\"bytes_to\": {}, \"bytes_from\": {}, \"decode_expert_bytes_read\": {}, \"decode_network_seconds\": {:.6f}, "
+        "\"decode_stall_seconds\": {:.6f}, \"decode_round_trips\": {}, \"decode_round_trip_seconds\": {:.6f}, "
+        "\"decode_bytes_to\": {}, \"decode_bytes_from\": {}}}",
         out.empty() ? "" : ",", h.rank, json_string(h.name), h.expert_runs, h.expert_bytes_read, h.hits, h.misses,
         h.cache_budget_bytes, h.busy_seconds, h.io_wait_seconds, h.drive_busy_seconds, h.round_trips, h.round_trip_seconds,
         h.network_seconds, h.stall_seconds, h.bytes_to, h.bytes_from, h.expert_bytes_read - b.expert_bytes_read,
-        h.network_seconds - b.network_seconds);
+        h.network_seconds - b.network_seconds, h.stall_seconds - b.stall_seconds, h.round_trips - b.round_trips,
+        h.round_trip_seconds - b.round_trip_seconds, h.bytes_to - b.bytes_to, h.bytes_from - b.bytes_from);
   }
   return out;
 }

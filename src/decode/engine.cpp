@@ -10,8 +10,9 @@
 #include <thread>
 
 #include "decode/model_engine.hpp"
-#include "model/family.hpp"
 #include "hosts/host_group.hpp"
+#include "hosts/local_device.hpp"
+#include "model/family.hpp"
 #include "util/aligned_buffer.hpp"
 #include "util/error.hpp"
 #include "util/human_bytes.hpp"
@@ -114,7 +115,7 @@ BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, const std:
     return plan_budget(in, what);
   }
   const MemoryPool& device = pools.back();
-  DefaultBudget dev = default_device_budget(device.free, device.size);
+  DefaultBudget dev = default_device_budget(device.free, device.size, device.sharers);
   if (o.device_memory_gb > 0) {
     dev = {static_cast<uint64_t>(o.device_memory_gb * 1e9), "--device-memory-gb"};
     if (device.free && dev.bytes > device.free)
@@ -186,7 +187,10 @@ std::unique_ptr<ExpertReader> open_reader(const EngineOptions& o, const WeightIn
 }
 
 std::unique_ptr<Backend> open_backend(const EngineOptions& o) {
-  if (o.backend == "cuda" || (o.backend == "auto" && cuda_device_present())) return make_cuda_backend();
+  if (o.backend == "cuda" || (o.backend == "auto" && cuda_device_present())) {
+    const hosts::LocalDevice gpu = hosts::this_rank_device(cuda_device_count());  // one rank per GPU under mpirun
+    return make_cuda_backend(gpu.device, gpu.sharers);
+  }
   if (o.backend == "metal" || (o.backend == "auto" && metal_device_present())) return make_metal_backend();
   return make_cpu_backend(o.threads);
 }

@@ -37,6 +37,15 @@ hosts::Hello describe_host(hosts::HostGroup& group, const Backend& backend, cons
   return h;
 }
 
+// The budget an expert host's cache comes out of: with a device of its own memory (CUDA) the
+// device's (--device-memory-gb, else its share of the device's free memory), else the host's.
+std::optional<DefaultBudget> expert_host_budget(const EngineOptions& o, const Backend& backend) {
+  const std::vector<MemoryPool> pools = backend.memory_pools();
+  if (pools.size() < 2 || pools.back().host_visible) return host_budget(o.memory_gb, "--memory-gb");
+  if (o.device_memory_gb > 0) return DefaultBudget{static_cast<uint64_t>(o.device_memory_gb * 1e9), "--device-memory-gb"};
+  return default_device_budget(pools.back().free, pools.back().size, pools.back().sharers);
+}
+
 }  // namespace
 
 int serve_expert_host(const EngineOptions& o) {
@@ -59,7 +68,7 @@ int serve_expert_host(const EngineOptions& o) {
     uint64_t share = all;
     if (o.cache_gb_given) {
       share = static_cast<uint64_t>(o.cache_gb * 1e9);
-    } else if (const auto budget = host_budget(o.memory_gb, "--memory-gb")) {
+    } else if (const auto budget = expert_host_budget(o, *backend)) {
       share = expert_host_cache(budget->bytes, all);
     }
     store = std::make_unique<ExpertStore>(*backend, *index, *experts, *reader, share);

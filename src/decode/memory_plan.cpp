@@ -153,10 +153,15 @@ void plan_host(BudgetPlan& p, const std::vector<SpineUnit>& units, uint64_t host
   p.upload_per_token = p.spine_streamed + p.expert_read_per_token;
 }
 
-DefaultBudget default_device_budget(uint64_t device_free, uint64_t device_size) {
+DefaultBudget default_device_budget(uint64_t device_free, uint64_t device_size, int sharers) {
   const uint64_t margin = std::max<uint64_t>(device_size / 50, 512'000'000);
-  return DefaultBudget{device_free > margin ? device_free - margin : 0,
+  DefaultBudget budget{device_free > margin ? device_free - margin : 0,
                        "the device's free memory less 2% of its size, at least 512 MB"};
+  if (sharers > 1) {
+    budget.bytes /= static_cast<uint64_t>(sharers);
+    budget.source += fmt::format(", split between the {} ranks of this run on the device", sharers);
+  }
+  return budget;
 }
 
 std::optional<DefaultBudget> default_memory_budget() {

@@ -143,8 +143,8 @@ std::optional<DefaultBudget> default_memory_budget();
 
 // The default --device-memory-gb: the device's free memory less a margin for what the plan does
 // not see (the CUDA context's later growth, other processes on the device): 2% of its size, at
-// least 512 MB.
-DefaultBudget default_device_budget(uint64_t device_free, uint64_t device_size);
+// least 512 MB; split evenly when `sharers` ranks of this run share the device.
+DefaultBudget default_device_budget(uint64_t device_free, uint64_t device_size, int sharers = 1);
 
 inline uint64_t host_fixed_bytes(uint64_t spine, uint64_t expert_slot, uint64_t staging_slots) {
   return working_reserve(spine) + staging_slots * expert_slot;

@@ -32,6 +32,10 @@ class HostGroup {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string processor_name() const = 0;  // this host's name (MPI_Get_processor_name)
+  // This rank among the ranks of the run on its own machine (MPI's shared-memory split), and
+  // how many those are: what picks its GPU (hosts/local_device.hpp).
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
   virtual void send(int to, Bytes message) = 0;
   // The next message from `from` (-1: any rank), or nullopt after `timeout` seconds.
   virtual std::optional<Received> receive(int from, double timeout) = 0;

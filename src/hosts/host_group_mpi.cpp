@@ -33,10 +33,17 @@ class MpiGroup final : public HostGroup {
     int length = 0;
     MPI_Get_processor_name(name, &length);
     name_.assign(name, static_cast<size_t>(length));
+    MPI_Comm machine;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &machine);
+    MPI_Comm_rank(machine, &local_rank_);
+    MPI_Comm_size(machine, &local_size_);
+    MPI_Comm_free(&machine);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string processor_name() const override { return name_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
 
   void send(int to, Bytes message) override {
     if (message.size() > static_cast<size_t>(INT32_MAX)) fail("a message to rank {} of {} bytes is too large for MPI", to, message.size());
@@ -116,7 +123,7 @@ class MpiGroup final : public HostGroup {
     }
   }
 
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string name_;
   std::deque<std::unique_ptr<Pending>> sends_;
   double waited_ = 0;

@@ -54,7 +54,7 @@ bool page_locked(const void* p) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  CudaBackend(int device, int sharers) : device_(device), sharers_(std::max(1, sharers)) {
     int count = 0;
     const cudaError_t status = cudaGetDeviceCount(&count);
     if (status != cudaSuccess) (void)cudaGetLastError();
@@ -96,7 +96,7 @@ class CudaBackend final : public Backend {
     bind();
     size_t free = 0, total = 0;
     check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-    MemoryPool device{"device", false, total, free};
+    MemoryPool device{"device", false, total, free, sharers_};
     return {host_memory_pool("host (pinned)"), device};
   }
   std::unique_ptr<Buffer> allocate(uint64_t bytes) override {
@@ -519,6 +519,7 @@ class CudaBackend final : public Backend {
   }
 
   int device_;
+  int sharers_;  // processes of this run on this device (memory_pools)
   cudaStream_t stream_ = nullptr;       // every op and transfer, in order
   cudaStream_t copy_stream_ = nullptr;  // upload_slot's copies, from the readers' threads
   int max_shared_ = 0;  // dynamic shared memory a block may opt in to
@@ -531,15 +532,17 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device, int sharers) { return std::make_unique<CudaBackend>(device, sharers); }
 
-bool cuda_device_present() {
+int cuda_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return 0;
   }
-  return count > 0;
+  return count;
 }
+
+bool cuda_device_present() { return cuda_device_count() > 0; }
 
 }  // namespace deltafin

@@ -55,6 +55,10 @@ mpi_runtime=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export OPAL_PREFIX=$mpi_runtime OPAL_BINDIR=$mpi_runtime/bin OPAL_LIBDIR=$mpi_runtime/lib
 export OPAL_PKGLIBDIR=$mpi_runtime/plugins OPAL_PKGDATADIR=$mpi_runtime/share/openmpi OPAL_SYSCONFDIR=$mpi_runtime/etc
 export PMIX_PREFIX=$mpi_runtime/pmix PMIX_MCA_mca_base_component_path=$mpi_runtime/pmix/lib/pmix
+# PMIx adds that path to its built-in one: a machine with another PMIx there (the GPU machine has
+# one) offers components of another version, which fail to load and are skipped; say nothing of
+# them, nor of the compression they would have given (start-up messages only).
+export PMIX_MCA_mca_base_component_show_load_errors=0 PMIX_MCA_pcompress_base_silence_warning=1
 export PATH=$mpi_runtime/bin:$PATH LD_LIBRARY_PATH=$mpi_runtime/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 ENV
 echo "mpi-runtime.sh: $(ls "$out/plugins" | wc -l | tr -d ' ') components, $(ls "$out/lib" | wc -l | tr -d ' ') libraries, $(du -sh "$out" | cut -f1) in $out"

@@ -32,8 +32,12 @@ using test::max_diff;
 
 namespace {
 
-// The engine's own hidden rows differ from the release code's by up to ~3e-4 (test_golden_k3).
-constexpr double kTolerance = 2e-3;
+// The engine's own hidden rows differ from the release code's by up to ~3e-4 (test_golden_k3),
+// and the head's logits (up to 11.3 in these fixtures) carry that through. On CUDA the target's
+// hidden rows differ more (up to 6.4e-4, test_golden_k3: the device's sum orders and expf), and
+// the variant's logits reached 2.38e-3 on an H100 (2026-12-07), its greedy guesses identical:
+// device backends get 4e-3.
+double tolerance(const std::string& backend) { return backend == "cpu" ? 2e-3 : 4e-3; }
 
 std::unique_ptr<Engine> open_with_eagle3(const std::string& target, const std::string& dir, int threads = 2,
                                          const std::string& backend = "cpu") {
@@ -82,7 +86,7 @@ void check_against_golden(const std::string& fixture, const std::string& head, c
     INFO(fixture << " anchor " << a);
     CHECK(d.block.tokens == ints(expected));
     CHECK(d.block.confidence.empty());
-    CHECK(max_diff(d.logits, std::span(logits.data).subspan(i * k * vocab, k * vocab)) < kTolerance);
+    CHECK(max_diff(d.logits, std::span(logits.data).subspan(i * k * vocab, k * vocab)) < tolerance(backend));
     ++i;
   }
 }

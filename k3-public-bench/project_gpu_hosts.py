@@ -39,18 +39,23 @@ import subprocess
 SLOT = 17_547_264            # one MXFP4 expert, bytes
 EXPERTS, TOP_K, MOE_LAYERS = 896, 16, 92
 SPINE = 113_509_532_032      # bytes, the embedding table included
-KV_STATE = 2_549_662_000     # KV cache and state at 4096 positions (inspect)
 SPINE_MS = 85.9409           # a token's spine on an H100 (cuda-k3-shapes.md)
 EXPERT_GBPS = 1149.0         # the expert op at one position on an H100
 DRAWS = 200_000
 
 
 def rank0_plan(deltafin, device_gb, host_gb):
-    """Rank 0's device plan from `deltafin inspect`: (spine resident, spine streamed, expert cache), bytes."""
+    """Rank 0's device plan from `deltafin inspect`, in bytes: the spine resident and streamed, the
+    expert cache, the KV cache and state, working memory, and a prefill pass's activations."""
     text = subprocess.run([deltafin, "inspect", "-m", "tests/fixtures/k3_real_config", "--device-memory-gb", str(device_gb),
                            "--memory-gb", str(host_gb)], check=True, capture_output=True, text=True).stdout
-    m = re.search(r"^device .*?spine ([\d.]+) GB resident \+ ([\d.]+) GB streamed.*?experts ([\d.]+) GB", text, re.M)
-    return tuple(float(v) * 1e9 for v in m.groups())
+    device = re.search(r"^device .*?spine ([\d.]+) GB resident \+ ([\d.]+) GB streamed.*?experts ([\d.]+) GB, "
+                       r"KV cache and state ([\d.]+) GB.*?working ([\d.]+) GB", text, re.M)
+    activations = re.search(r"^prefill pass .*?activations ([\d.]+) GB", text, re.M)
+    names = ("resident", "streamed", "cache", "kv", "working")
+    plan = {name: float(v) * 1e9 for name, v in zip(names, device.groups())}
+    plan["activations"] = float(activations.group(1)) * 1e9
+    return plan
 
 
 def expert_host_cache(budget):
@@ -90,12 +95,13 @@ def comm_ms(ranks, measured):
 
 def project(deltafin, gpus, device_gb, host_gb, design, measured, drive_gbps, copy_gbps):
     budget = device_gb * 1e9
+    plan = rank0_plan(deltafin, device_gb, host_gb)
     if design == "as built" or gpus == 1:
-        resident, streamed, cache0 = rank0_plan(deltafin, device_gb, host_gb)
-        caches = [cache0] + [expert_host_cache(budget)] * (gpus - 1)
+        streamed = plan["streamed"]
+        caches = [plan["cache"]] + [expert_host_cache(budget)] * (gpus - 1)
         hops = 0.0
     else:  # spine split: a GPU's part of the spine and KV cache, its working memory and a prefill pass's share
-        part = SPINE / gpus + KV_STATE / gpus + 256e6 + 5.857379e9 / gpus
+        part = (SPINE + plan["kv"] + plan["activations"]) / gpus + plan["working"]
         if part > budget:
             return None
         caches = [budget - part] * gpus

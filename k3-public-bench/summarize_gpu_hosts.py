@@ -72,8 +72,9 @@ def decode_table(out_dir, layers):
             if not rates:
                 continue
             tok_s = statistics.median(rates)
-            base.setdefault(mode, tok_s if ranks == 1 else None)
-            ratio = f"{tok_s / base[mode]:.2f}" if base.get(mode) else "-"
+            if ranks == 1:
+                base[mode] = tok_s
+            ratio = f"{tok_s / base[mode]:.2f}" if mode in base else "-"
             waits, nets, trips, sizes = [], [], [], []
             for r in stats:
                 hosts = [h for h in r.get("hosts") or [] if h.get("rank", 0) > 0 and h.get("decode_round_trips")]

@@ -71,6 +71,15 @@ std::optional<DefaultBudget> host_budget(double memory_gb, const char* flag) {
   return budget;
 }
 
+DefaultBudget device_budget(double device_memory_gb, const MemoryPool& device) {
+  if (device_memory_gb <= 0) return default_device_budget(device.free, device.size, device.sharers);
+  const DefaultBudget budget{static_cast<uint64_t>(device_memory_gb * 1e9), "--device-memory-gb"};
+  if (device.free && budget.bytes > device.free)
+    fail("--device-memory-gb {}: more than the device has free ({} of {}); give at most --device-memory-gb {}",
+         device_memory_gb, human_bytes(device.free), human_bytes(device.size), std::floor(device.free / 1e7) / 1e2);
+  return budget;
+}
+
 // The memory plan of one engine under EngineOptions (memory_plan.hpp). One pool: the budget is
 // --memory-gb (or --device-memory-gb, the same pool), else the machine's default; without
 // either (no /proc) nothing is checked, the spine is resident and the expert share is --cache-gb
@@ -115,13 +124,7 @@ BudgetPlan plan_memory(const EngineOptions& o, const MemoryInputs& m, const std:
     return plan_budget(in, what);
   }
   const MemoryPool& device = pools.back();
-  DefaultBudget dev = default_device_budget(device.free, device.size, device.sharers);
-  if (o.device_memory_gb > 0) {
-    dev = {static_cast<uint64_t>(o.device_memory_gb * 1e9), "--device-memory-gb"};
-    if (device.free && dev.bytes > device.free)
-      fail("--device-memory-gb {}: more than the device has free ({} of {}); give at most --device-memory-gb {}",
-           o.device_memory_gb, human_bytes(device.free), human_bytes(device.size), std::floor(device.free / 1e7) / 1e2);
-  }
+  const DefaultBudget dev = device_budget(o.device_memory_gb, device);
   in.budget = dev.bytes;
   in.flag = "--device-memory-gb";
   device_source = dev.source;

@@ -42,8 +42,7 @@ hosts::Hello describe_host(hosts::HostGroup& group, const Backend& backend, cons
 std::optional<DefaultBudget> expert_host_budget(const EngineOptions& o, const Backend& backend) {
   const std::vector<MemoryPool> pools = backend.memory_pools();
   if (pools.size() < 2 || pools.back().host_visible) return host_budget(o.memory_gb, "--memory-gb");
-  if (o.device_memory_gb > 0) return DefaultBudget{static_cast<uint64_t>(o.device_memory_gb * 1e9), "--device-memory-gb"};
-  return default_device_budget(pools.back().free, pools.back().size, pools.back().sharers);
+  return device_budget(o.device_memory_gb, pools.back());
 }
 
 }  // namespace

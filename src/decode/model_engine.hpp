@@ -89,6 +89,9 @@ std::unique_ptr<Backend> open_backend(const EngineOptions& o);
 // The host's budget: --memory-gb (`flag`; at most what the machine can give), else the
 // machine's default; nullopt where neither is known (no /proc).
 std::optional<DefaultBudget> host_budget(double memory_gb, const char* flag);
+// A device's budget (a pool the host cannot write): --device-memory-gb (at most its free
+// memory), else its default (its share of the free memory less a margin).
+DefaultBudget device_budget(double device_memory_gb, const MemoryPool& device);
 
 struct Family;
 // A routing trace's header for this model (its shapes and one expert's read and memory bytes).

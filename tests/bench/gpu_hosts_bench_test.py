@@ -84,7 +84,8 @@ def test_projection(binary):
         cwd = os.getcwd()
         os.chdir(ROOT)
         try:
-            resident, streamed, cache = p.rank0_plan(binary, 147, 250)
+            plan = p.rank0_plan(binary, 147, 250)
+            resident, streamed, cache = plan["resident"], plan["streamed"], plan["cache"]
         finally:
             os.chdir(cwd)
         assert abs(resident - p.SPINE) < 1e3 and streamed == 0 and 20e9 < cache < 30e9, (resident, streamed, cache)
